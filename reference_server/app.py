@@ -1,0 +1,91 @@
+"""`create_app(settings, engine=None)`: the Litestar application. Nothing runs at import;
+the model loads once, in the lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from litestar import Litestar
+from litestar.connection import ASGIConnection
+from litestar.datastructures import MutableScopeHeaders
+from litestar.handlers.base import BaseRouteHandler
+from litestar.types import Message, Scope
+
+from reference_server.catalog import ModelCatalog
+from reference_server.engine.base import Engine
+from reference_server.errors import AuthenticationError, InvalidRequestError, exception_handlers
+from reference_server.ids import request_id_of
+from reference_server.routes import route_handlers
+from reference_server.serving import MessagesService
+from reference_server.settings import Settings
+
+__all__ = ["create_app"]
+
+log = logging.getLogger(__name__)
+
+
+def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
+    """Build the app. With `engine=None` the lifespan loads `settings.model` on MLX and
+    closes it at shutdown; a given engine is used as is and left open for its owner."""
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        owned = engine is None
+        if engine is None:
+            from reference_server.engine import load_engine
+
+            log.info("loading model %s", settings.model)
+            active: Engine = await asyncio.to_thread(
+                load_engine, settings.model, blas=settings.blas, seed=settings.seed
+            )
+        else:
+            active = engine
+        app.state.service = MessagesService(active, ModelCatalog(active.models(), settings.aliases))
+        app.state.settings = settings
+        try:
+            yield
+        finally:
+            if owned:
+                await active.aclose()
+
+    return Litestar(
+        route_handlers=route_handlers,
+        lifespan=[lifespan],
+        guards=[_check_headers(settings)],
+        exception_handlers=exception_handlers,  # type: ignore[arg-type]
+        before_send=[_add_request_id],
+        request_max_body_size=settings.max_body_bytes,
+        openapi_config=None,
+        debug=False,
+    )
+
+
+async def _add_request_id(message: Message, scope: Scope) -> None:
+    """`request-id` on every response, 404s and 405s included (before_send sees them all)."""
+    if message["type"] == "http.response.start":
+        headers = MutableScopeHeaders.from_message(message)
+        headers["request-id"] = request_id_of(scope)  # type: ignore[arg-type]
+
+
+def _check_headers(settings: Settings):  # type: ignore[no-untyped-def]
+    """Guard: API key (x-api-key or Bearer, constant-time, never logged), then the
+    `anthropic-version` header the API requires."""
+    expected = settings.api_key.encode() if settings.api_key else None
+
+    def guard(connection: ASGIConnection, _: BaseRouteHandler) -> None:  # type: ignore[type-arg]
+        headers = connection.headers
+        if expected is not None:
+            offered = headers.get("x-api-key")
+            if offered is None:
+                scheme, _sep, token = headers.get("authorization", "").partition(" ")
+                offered = token.strip() if scheme.lower() == "bearer" else None
+            if offered is None or not hmac.compare_digest(offered.encode(), expected):
+                raise AuthenticationError("invalid x-api-key")
+        if not headers.get("anthropic-version"):
+            raise InvalidRequestError("anthropic-version: header is required")
+
+    return guard

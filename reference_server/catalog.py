@@ -1,0 +1,128 @@
+"""Which models the server answers to: the engine's models, plus glob aliases
+(`claude-*=smollm2-135m-instruct`) so that clients sending Claude model names work."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from reference_server.engine.base import ModelCard
+from reference_server.errors import InvalidRequestError, NotFoundError
+from reference_server.protocol import (
+    CapabilitySupport,
+    ContextManagementCapability,
+    EffortCapability,
+    ModelCapabilities,
+    ModelInfo,
+    ModelListResponse,
+    ServerToolsCapability,
+    ThinkingCapability,
+    ThinkingTypes,
+)
+
+_NO = CapabilitySupport(supported=False)
+_YES = CapabilitySupport(supported=True)
+
+# What this server can do today, stated up front (DESIGN: "capabilities say so up front").
+TEXT_ONLY = ModelCapabilities(
+    batch=_NO,
+    citations=_NO,
+    code_execution=_NO,
+    context_management=ContextManagementCapability(supported=False),
+    effort=EffortCapability(supported=False, low=_NO, medium=_NO, high=_NO, max=_NO),
+    image_input=_NO,
+    pdf_input=_NO,
+    server_tools=ServerToolsCapability(supported=False, code_execution=_NO, web_search=_NO),
+    structured_outputs=_NO,
+    thinking=ThinkingCapability(
+        supported=False,
+        types=ThinkingTypes(adaptive=_NO, between_tools=_NO, disabled=_YES, enabled=_NO),
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Alias:
+    pattern: str
+    target: str
+
+    @classmethod
+    def parse(cls, spec: str) -> Alias:
+        """`'claude-*=smollm2-135m-instruct'` → Alias; raises ValueError on a bad spec."""
+        pattern, sep, target = spec.partition("=")
+        if not sep or not pattern.strip() or not target.strip():
+            raise ValueError(f"alias must look like 'PATTERN=MODEL', got {spec!r}")
+        return cls(pattern.strip(), target.strip())
+
+
+class ModelCatalog:
+    """Resolves requested model ids and renders `/v1/models` pages."""
+
+    def __init__(self, cards: Sequence[ModelCard], aliases: Sequence[Alias] = ()) -> None:
+        self._cards = {card.id: card for card in cards}
+        self._order = [card.id for card in cards]
+        for alias in aliases:
+            if alias.target not in self._cards:
+                raise ValueError(
+                    f"alias {alias.pattern!r} points at {alias.target!r}, which is not served"
+                    f" (served: {', '.join(self._order)})"
+                )
+        self._aliases = tuple(aliases)
+
+    def resolve(self, model_id: str) -> ModelCard:
+        """The card serving `model_id`; 404 `not_found_error` "model: <id>" otherwise."""
+        card = self._cards.get(model_id)
+        if card is not None:
+            return card
+        for alias in self._aliases:
+            if fnmatch.fnmatchcase(model_id, alias.pattern):
+                return self._cards[alias.target]
+        raise NotFoundError(f"model: {model_id}")
+
+    def info(self, model_id: str) -> ModelInfo:
+        return _model_info(self.resolve(model_id))
+
+    def page(self, *, after_id: str | None, before_id: str | None, limit: int) -> ModelListResponse:
+        """A page in the list order, with the cursor semantics of the real API."""
+        if not 1 <= limit <= 1000:
+            raise InvalidRequestError("limit: Input should be between 1 and 1000")
+        if after_id is not None and before_id is not None:
+            raise InvalidRequestError("after_id and before_id cannot both be set")
+        ids = self._order
+        if after_id is not None:
+            start = _cursor(ids, after_id, "after_id") + 1
+            chunk = ids[start : start + limit]
+            has_more = start + limit < len(ids)
+        elif before_id is not None:
+            end = _cursor(ids, before_id, "before_id")
+            chunk = ids[max(0, end - limit) : end]
+            has_more = end - limit > 0
+        else:
+            chunk = ids[:limit]
+            has_more = limit < len(ids)
+        data = [_model_info(self._cards[i]) for i in chunk]
+        return ModelListResponse(
+            data=data,
+            has_more=has_more,
+            first_id=chunk[0] if chunk else None,
+            last_id=chunk[-1] if chunk else None,
+        )
+
+
+def _cursor(ids: Sequence[str], value: str, name: str) -> int:
+    try:
+        return ids.index(value)
+    except ValueError:
+        raise InvalidRequestError(f"{name}: unknown model id {value!r}") from None
+
+
+def _model_info(card: ModelCard) -> ModelInfo:
+    return ModelInfo(
+        id=card.id,
+        display_name=card.display_name,
+        created_at=card.created_at.isoformat().replace("+00:00", "Z"),
+        max_input_tokens=card.context_window,
+        max_tokens=card.max_output_tokens,
+        capabilities=TEXT_ONLY,
+    )

@@ -1,0 +1,91 @@
+"""A deterministic fake engine for unit tests of protocol code. Never used by a default
+command: `nox -s serve` and `nox -s conformance` run MLX.
+
+One character is one token, so counts are easy to reason about in tests. Faults can be
+injected: a delay before the first token (long prefill), a delay per token, and an
+exception after N tokens (a mid-stream failure).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import UTC, datetime
+
+from reference_server.engine.base import EngineDelta, EngineRequest, ModelCard
+
+
+def render(request: EngineRequest) -> str:
+    """The scripted "chat template"; a final assistant turn is left open (prefill)."""
+    parts = [f"<{turn.role}>{turn.text}" for turn in request.turns]
+    if request.turns and request.turns[-1].role != "assistant":
+        parts.append("<assistant>")
+    return "".join(parts)
+
+
+class ScriptedEngine:
+    """Replies with `reply(request)` one character at a time."""
+
+    def __init__(
+        self,
+        reply: str | Callable[[EngineRequest], str] = "Hello from the scripted engine.",
+        *,
+        model_id: str = "scripted",
+        context_window: int = 4096,
+        first_token_delay: float = 0.0,
+        token_delay: float = 0.0,
+        fail_after: int | None = None,
+    ) -> None:
+        self._reply = reply
+        self._card = ModelCard(
+            id=model_id,
+            display_name="Scripted test engine",
+            created_at=datetime(2026, 1, 1, tzinfo=UTC),
+            context_window=context_window,
+            max_output_tokens=context_window,
+        )
+        self.first_token_delay = first_token_delay
+        self.token_delay = token_delay
+        self.fail_after = fail_after
+        self.active = 0
+        self.cancelled = 0
+        self.requests: list[EngineRequest] = []
+
+    def models(self) -> Sequence[ModelCard]:
+        return [self._card]
+
+    async def count_tokens(self, request: EngineRequest) -> int:
+        return len(render(request))
+
+    async def generate(self, request: EngineRequest) -> AsyncIterator[EngineDelta]:
+        self.requests.append(request)
+        text = self._reply(request) if callable(self._reply) else self._reply
+        self.active += 1
+        finished = False
+        try:
+            if request.max_tokens == 0:
+                finished = True
+                yield EngineDelta("", 0, "length")
+                return
+            if self.first_token_delay:
+                await asyncio.sleep(self.first_token_delay)
+            for count, char in enumerate(text, start=1):
+                if self.fail_after is not None and count > self.fail_after:
+                    raise RuntimeError("injected engine failure")
+                if self.token_delay:
+                    await asyncio.sleep(self.token_delay)
+                if count == request.max_tokens:
+                    finished = True
+                    yield EngineDelta(char, count, "length")
+                    return
+                yield EngineDelta(char, count)
+            finished = True
+            # The end-of-turn token counts as generated, like a real model's EOS.
+            yield EngineDelta("", len(text) + 1, "stop")
+        finally:
+            self.active -= 1
+            if not finished:
+                self.cancelled += 1
+
+    async def aclose(self) -> None:
+        return None

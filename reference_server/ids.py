@@ -1,0 +1,33 @@
+"""Identifiers in the shapes the real API uses: `msg_…`, `req_…`."""
+
+from __future__ import annotations
+
+import secrets
+import string
+from collections.abc import MutableMapping
+from typing import Any
+
+_ALPHABET = string.ascii_letters + string.digits
+
+
+def _token(length: int = 24) -> str:
+    return "".join(secrets.choice(_ALPHABET) for _ in range(length))
+
+
+def new_message_id() -> str:
+    return f"msg_{_token()}"
+
+
+def new_request_id() -> str:
+    return f"req_{_token()}"
+
+
+def request_id_of(scope: MutableMapping[str, Any]) -> str:
+    """The request's id, created on first use and kept in the ASGI scope state, so that the
+    `request-id` header and an error body's `request_id` always agree."""
+    state = scope.setdefault("state", {})
+    rid = state.get("request_id")
+    if not isinstance(rid, str):
+        rid = new_request_id()
+        state["request_id"] = rid
+    return rid

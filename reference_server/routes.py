@@ -1,0 +1,96 @@
+"""Thin HTTP handlers: parse, call `MessagesService`, return JSON or an SSE stream."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+from litestar import Request, Response, get, post
+from litestar.response import Stream
+from litestar.types import Receive
+
+from reference_server.ids import request_id_of
+from reference_server.protocol import MessageCountTokensParams, MessageCreateParams
+from reference_server.serving import MessagesService
+from reference_server.settings import Settings
+from reference_server.streaming import sse_frames
+from reference_server.validation import parse_body
+
+__all__ = ["route_handlers"]
+
+T = TypeVar("T")
+AnyRequest = Request[Any, Any, Any]
+
+
+def _service(request: AnyRequest) -> MessagesService:
+    service: MessagesService = request.app.state.service
+    return service
+
+
+def _json(model: Any) -> Response[Any]:
+    return Response(model.model_dump(mode="json"), media_type="application/json")
+
+
+@post("/v1/messages", status_code=200)
+async def create_message(request: AnyRequest) -> Response[Any]:
+    service = _service(request)
+    params = parse_body(await request.body(), request.headers.get("content-type"), MessageCreateParams)
+    prepared = await service.prepare(params)
+    if params.stream:
+        settings: Settings = request.app.state.settings
+        frames = sse_frames(
+            service.stream(prepared),
+            ping_interval=settings.ping_interval,
+            request_id=request_id_of(request.scope),
+        )
+        return Stream(
+            frames,
+            media_type="text/event-stream",
+            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+        )
+    message = await _unless_disconnected(request.receive, service.create(prepared))
+    return _json(message)
+
+
+@post("/v1/messages/count_tokens", status_code=200)
+async def count_tokens(request: AnyRequest) -> Response[Any]:
+    params = parse_body(
+        await request.body(), request.headers.get("content-type"), MessageCountTokensParams
+    )
+    return _json(await _service(request).count_tokens(params))
+
+
+@get("/v1/models")
+async def list_models(
+    request: AnyRequest, after_id: str | None = None, before_id: str | None = None, limit: int = 20
+) -> Response[Any]:
+    page = _service(request).catalog.page(after_id=after_id, before_id=before_id, limit=limit)
+    return _json(page)
+
+
+@get("/v1/models/{model_id:str}")
+async def get_model(request: AnyRequest, model_id: str) -> Response[Any]:
+    return _json(_service(request).catalog.info(model_id))
+
+
+async def _unless_disconnected(receive: Receive, work: Awaitable[T]) -> T:
+    """Await `work`, cancelling it (and so the generation) if the client goes away first.
+    The body has been read, so the next ASGI message can only be `http.disconnect`."""
+    job = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(receive))
+    try:
+        await asyncio.wait({job, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        if not job.done():
+            job.cancel()
+        return await job
+    finally:
+        watcher.cancel()
+
+
+async def _disconnected(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+route_handlers = [create_message, count_tokens, list_models, get_model]

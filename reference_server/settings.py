@@ -1,0 +1,34 @@
+"""Server settings: one frozen dataclass, filled from the CLI (and the environment for the
+API key). The only module that reads the environment."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Literal
+
+from reference_server.catalog import Alias
+
+API_KEY_ENV = "PLUMBLINE_API_KEY"
+DEFAULT_MODEL = "smollm2-135m-instruct"
+MAX_BODY_BYTES = 32 * 1024 * 1024  # the documented Messages / count_tokens limit
+
+BlasChoice = Literal["auto", "openblas", "bundled"]
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    model: str = DEFAULT_MODEL
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_key: str | None = None
+    aliases: tuple[Alias, ...] = field(default_factory=tuple)
+    ping_interval: float = 5.0
+    blas: BlasChoice = "auto"
+    seed: int = 0
+    max_body_bytes: int = MAX_BODY_BYTES
+    log_level: str = "info"
+
+    @staticmethod
+    def api_key_from_env() -> str | None:
+        return os.environ.get(API_KEY_ENV) or None

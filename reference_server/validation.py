@@ -1,0 +1,178 @@
+"""Request validation the way the real API reports it: a 400 `invalid_request_error` whose
+message starts with the dotted path of the offending field (`messages.0.content.1.text: …`).
+
+Schema-level checks come from the pydantic models in `protocol.py`; the rules a schema
+cannot express (non-empty turns, whitespace, features this server lacks) live here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from reference_server.engine.base import Role, Turn
+from reference_server.errors import InvalidRequestError
+from reference_server.protocol import (
+    UNION_TAGS,
+    ImageBlockParam,
+    MessageParam,
+    RedactedThinkingBlockParam,
+    TextBlockParam,
+    ThinkingBlockParam,
+    ToolResultBlockParam,
+    ToolUseBlockParam,
+    PromptParams,
+)
+
+__all__ = ["build_turns", "check_stop_sequences", "error_path", "parse_body", "reject_unsupported"]
+
+ParamsT = TypeVar("ParamsT", bound=BaseModel)
+
+# Blocks in one message, and consecutive same-role messages, are joined with a blank line.
+BLOCK_SEPARATOR = "\n\n"
+
+
+def parse_body(raw: bytes, content_type: str | None, model: type[ParamsT]) -> ParamsT:
+    """Bytes → validated params, or the first problem as an InvalidRequestError."""
+    media_type = (content_type or "").split(";", 1)[0].strip().lower()
+    if media_type != "application/json":
+        raise InvalidRequestError(
+            f"content-type: expected application/json, got {content_type or 'nothing'}"
+        )
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidRequestError(f"The request body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise InvalidRequestError("The request body must be a JSON object")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        path = error_path(first["loc"])
+        raise InvalidRequestError(f"{path}: {first['msg']}" if path else first["msg"]) from None
+
+
+def error_path(loc: Sequence[int | str]) -> str:
+    """pydantic's error location as the API's dotted path, without union-branch tags."""
+    return ".".join(str(part) for part in loc if part not in UNION_TAGS)
+
+
+def reject_unsupported(params: PromptParams) -> None:
+    """Features this server does not have yet get a plain 400, never silent ignoring."""
+    if params.tools:
+        raise InvalidRequestError("tools: tool use is not supported by this server yet")
+    if params.tool_choice is not None and params.tool_choice.type in ("any", "tool"):
+        raise InvalidRequestError(
+            f"tool_choice: {params.tool_choice.type!r} requires tools, which this server"
+            " does not support yet"
+        )
+    if params.thinking is not None and params.thinking.type != "disabled":
+        raise InvalidRequestError(
+            f"thinking: {params.thinking.type!r} thinking is not supported by this server yet"
+        )
+    config = params.output_config
+    if config is not None and config.format is not None:
+        raise InvalidRequestError(
+            "output_config.format: structured outputs are not supported by this server yet"
+        )
+    if config is not None and config.effort is not None:
+        raise InvalidRequestError("output_config.effort: effort is not supported by this model")
+
+
+def check_stop_sequences(stop_sequences: Sequence[str] | None) -> tuple[str, ...]:
+    stops = tuple(stop_sequences or ())
+    for i, stop in enumerate(stops):
+        if not stop.strip():
+            raise InvalidRequestError(
+                f"stop_sequences.{i}: each stop sequence must contain non-whitespace characters"
+            )
+    return stops
+
+
+def build_turns(params: PromptParams) -> tuple[Turn, ...]:
+    """System prompt and messages → merged plain-text turns (the engine's input).
+
+    Consecutive same-role messages are combined into one turn (the API documents this).
+    A final assistant message is a prefill; an empty one is simply no prefill.
+    """
+    if not params.messages:
+        raise InvalidRequestError("messages: at least one message is required")
+    turns: list[Turn] = []
+    system = _system_text(params)
+    if system:
+        turns.append(Turn("system", system))
+    last = len(params.messages) - 1
+    for index, message in enumerate(params.messages):
+        text = _message_text(message, f"messages.{index}")
+        if not text:
+            if index == last and message.role == "assistant":
+                continue
+            raise InvalidRequestError(
+                f"messages.{index}: all messages must have non-empty content except for the"
+                " optional final assistant message"
+            )
+        if index == last and message.role == "assistant" and text != text.rstrip():
+            raise InvalidRequestError(
+                "messages: final assistant content cannot end with trailing whitespace"
+            )
+        _append(turns, message.role, text)
+    if all(turn.role == "system" for turn in turns):
+        raise InvalidRequestError("messages: at least one user or assistant message is required")
+    return tuple(turns)
+
+
+def _append(turns: list[Turn], role: Role, text: str) -> None:
+    if turns and turns[-1].role == role:
+        turns[-1] = Turn(role, turns[-1].text + BLOCK_SEPARATOR + text)
+    else:
+        turns.append(Turn(role, text))
+
+
+def _system_text(params: PromptParams) -> str:
+    if params.system is None:
+        return ""
+    if isinstance(params.system, str):
+        return params.system
+    for i, block in enumerate(params.system):
+        _require_visible(block.text, f"system.{i}.text")
+    return BLOCK_SEPARATOR.join(block.text for block in params.system)
+
+
+def _message_text(message: MessageParam, path: str) -> str:
+    if isinstance(message.content, str):
+        if message.content:
+            _require_visible(message.content, f"{path}.content")
+        return message.content
+    texts: list[str] = []
+    for i, block in enumerate(message.content):
+        block_path = f"{path}.content.{i}"
+        if isinstance(block, TextBlockParam):
+            _require_visible(block.text, f"{block_path}.text")
+            texts.append(block.text)
+        elif message.role == "system":
+            raise InvalidRequestError(f"{block_path}: system messages may only contain text blocks")
+        else:
+            raise InvalidRequestError(f"{block_path}: {_unsupported_block(block)}")
+    return BLOCK_SEPARATOR.join(texts)
+
+
+def _unsupported_block(block: Any) -> str:
+    if isinstance(block, ImageBlockParam):
+        return "image input is not supported by this server (the model is text-only)"
+    if isinstance(block, ToolUseBlockParam | ToolResultBlockParam):
+        return f"{block.type} blocks need tool use, which this server does not support yet"
+    if isinstance(block, ThinkingBlockParam | RedactedThinkingBlockParam):
+        return f"{block.type} blocks need extended thinking, which this server does not support yet"
+    kind = getattr(block, "type", "unknown")
+    if kind == "document":
+        return "document input is not supported by this server (the model is text-only)"
+    return f"{kind} blocks are not supported by this server"
+
+
+def _require_visible(text: str, path: str) -> None:
+    if not text.strip():
+        raise InvalidRequestError(f"{path}: text content blocks must contain non-whitespace text")
