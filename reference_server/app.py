@@ -13,7 +13,7 @@ from litestar import Litestar
 from litestar.connection import ASGIConnection
 from litestar.datastructures import MutableScopeHeaders
 from litestar.handlers.base import BaseRouteHandler
-from litestar.types import Message, Scope
+from litestar.types import Guard, Message, Scope
 
 from reference_server.catalog import ModelCatalog
 from reference_server.engine.base import Engine
@@ -68,10 +68,10 @@ async def _add_request_id(message: Message, scope: Scope) -> None:
     """`request-id` on every response, 404s and 405s included (before_send sees them all)."""
     if message["type"] == "http.response.start":
         headers = MutableScopeHeaders.from_message(message)
-        headers["request-id"] = request_id_of(scope)  # type: ignore[arg-type]
+        headers["request-id"] = request_id_of(scope)
 
 
-def _check_headers(settings: Settings):  # type: ignore[no-untyped-def]
+def _check_headers(settings: Settings) -> Guard:
     """Guard: API key (x-api-key or Bearer, constant-time, never logged), then the
     `anthropic-version` header the API requires."""
     expected = settings.api_key.encode() if settings.api_key else None

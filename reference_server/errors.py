@@ -6,7 +6,7 @@ envelope `{"type":"error","error":{"type","message"},"request_id"}`.
 from __future__ import annotations
 
 import logging
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from litestar import Request, Response
 from litestar.exceptions import HTTPException
@@ -144,7 +144,7 @@ def error_body(error: APIError, request_id: str | None) -> ErrorResponse:
     )
 
 
-def _handle(request: Request[object, object, object], exc: Exception) -> Response[object]:
+def _handle(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     error = from_exception(exc)
     if error.status_code >= 500 and not isinstance(exc, APIError | HTTPException):
         log.exception("unhandled error", exc_info=exc)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import secrets
 import string
-from collections.abc import MutableMapping
-from typing import Any
+from litestar.types import Scope
 
 _ALPHABET = string.ascii_letters + string.digits
 
@@ -22,7 +21,7 @@ def new_request_id() -> str:
     return f"req_{_token()}"
 
 
-def request_id_of(scope: MutableMapping[str, Any]) -> str:
+def request_id_of(scope: Scope) -> str:
     """The request's id, created on first use and kept in the ASGI scope state, so that the
     `request-id` header and an error body's `request_id` always agree."""
     state = scope.setdefault("state", {})

@@ -15,7 +15,7 @@ from reference_server.protocol import MessageCountTokensParams, MessageCreatePar
 from reference_server.serving import MessagesService
 from reference_server.settings import Settings
 from reference_server.streaming import sse_frames
-from reference_server.validation import parse_body
+from reference_server.validation import parse_body, parse_limit
 
 __all__ = ["route_handlers"]
 
@@ -35,7 +35,9 @@ def _json(model: Any) -> Response[Any]:
 @post("/v1/messages", status_code=200)
 async def create_message(request: AnyRequest) -> Response[Any]:
     service = _service(request)
-    params = parse_body(await request.body(), request.headers.get("content-type"), MessageCreateParams)
+    params = parse_body(
+        await request.body(), request.headers.get("content-type"), MessageCreateParams
+    )
     prepared = await service.prepare(params)
     if params.stream:
         settings: Settings = request.app.state.settings
@@ -62,16 +64,19 @@ async def count_tokens(request: AnyRequest) -> Response[Any]:
 
 
 @get("/v1/models")
-async def list_models(
-    request: AnyRequest, after_id: str | None = None, before_id: str | None = None, limit: int = 20
-) -> Response[Any]:
-    page = _service(request).catalog.page(after_id=after_id, before_id=before_id, limit=limit)
+async def list_models(request: AnyRequest) -> Response[Any]:
+    query = request.query_params
+    page = _service(request).catalog.page(
+        after_id=query.get("after_id"),
+        before_id=query.get("before_id"),
+        limit=parse_limit(query.get("limit")),
+    )
     return _json(page)
 
 
 @get("/v1/models/{model_id:str}")
-async def get_model(request: AnyRequest, model_id: str) -> Response[Any]:
-    return _json(_service(request).catalog.info(model_id))
+async def get_model(request: AnyRequest) -> Response[Any]:
+    return _json(_service(request).catalog.info(request.path_params["model_id"]))
 
 
 async def _unless_disconnected(receive: Receive, work: Awaitable[T]) -> T:

