@@ -29,7 +29,12 @@ TEXT_ONLY = ModelCapabilities(
     batch=_NO,
     citations=_NO,
     code_execution=_NO,
-    context_management=ContextManagementCapability(supported=False),
+    context_management=ContextManagementCapability(
+        supported=False,
+        clear_thinking_20251015=_NO,
+        clear_tool_uses_20250919=_NO,
+        compact_20260112=_NO,
+    ),
     effort=EffortCapability(supported=False, low=_NO, medium=_NO, high=_NO, max=_NO),
     image_input=_NO,
     pdf_input=_NO,

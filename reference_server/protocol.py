@@ -420,6 +420,9 @@ class EffortCapability(_Out):
 
 class ContextManagementCapability(_Out):
     supported: bool
+    clear_thinking_20251015: CapabilitySupport | None = None
+    clear_tool_uses_20250919: CapabilitySupport | None = None
+    compact_20260112: CapabilitySupport | None = None
 
 
 class ServerToolsCapability(_Out):

@@ -33,6 +33,7 @@ from reference_server.protocol import (
 from reference_server.stops import StopMatcher
 from reference_server.validation import (
     build_turns,
+    check_cache_breakpoints,
     check_stop_sequences,
     reject_unsupported,
 )
@@ -74,6 +75,7 @@ class MessagesService:
                 f" maximum allowed number of output tokens for {params.model}"
             )
         reject_unsupported(params)
+        check_cache_breakpoints(params)
         stops = check_stop_sequences(params.stop_sequences)
         turns = build_turns(params)
         sampling = Sampling(
@@ -96,6 +98,7 @@ class MessagesService:
     async def count_tokens(self, params: MessageCountTokensParams) -> MessageTokensCount:
         card = self.catalog.resolve(params.model)
         reject_unsupported(params)
+        check_cache_breakpoints(params)
         request = EngineRequest(card.id, build_turns(params), 0)
         return MessageTokensCount(input_tokens=await self._count(request, card.context_window))
 

@@ -29,6 +29,7 @@ from reference_server.protocol import (
 
 __all__ = [
     "build_turns",
+    "check_cache_breakpoints",
     "check_stop_sequences",
     "error_path",
     "parse_body",
@@ -98,6 +99,30 @@ def reject_unsupported(params: PromptParams) -> None:
         )
     if config is not None and config.effort is not None:
         raise InvalidRequestError("output_config.effort: effort is not supported by this model")
+
+
+MAX_CACHE_BREAKPOINTS = 4
+
+
+def check_cache_breakpoints(params: PromptParams) -> None:
+    """At most four blocks may carry cache_control (the top-level marker counts as one)."""
+    found = int(params.cache_control is not None)
+    if isinstance(params.system, list):
+        found += sum(block.cache_control is not None for block in params.system)
+    for message in params.messages:
+        if not isinstance(message.content, str):
+            found += sum(
+                getattr(block, "cache_control", None) is not None for block in message.content
+            )
+    found += sum(
+        isinstance(tool, dict) and tool.get("cache_control") is not None
+        for tool in params.tools or ()
+    )
+    if found > MAX_CACHE_BREAKPOINTS:
+        raise InvalidRequestError(
+            f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided."
+            f" Found {found}."
+        )
 
 
 def check_stop_sequences(stop_sequences: Sequence[str] | None) -> tuple[str, ...]:

@@ -9,6 +9,7 @@ from reference_server.errors import InvalidRequestError
 from reference_server.protocol import MessageCountTokensParams, MessageCreateParams
 from reference_server.validation import (
     build_turns,
+    check_cache_breakpoints,
     check_stop_sequences,
     parse_body,
     reject_unsupported,
@@ -248,3 +249,13 @@ def test_count_tokens_rejects_create_only_fields():
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5}
     with pytest.raises(InvalidRequestError, match=r"^max_tokens: Extra inputs"):
         parse_body(json.dumps(body).encode(), JSON, MessageCountTokensParams)
+
+
+def test_more_than_four_cache_breakpoints():
+    cc = {"type": "ephemeral"}
+    blocks = [{"type": "text", "text": f"p{i}", "cache_control": cc} for i in range(4)]
+    params = create(messages=[{"role": "user", "content": blocks}])
+    check_cache_breakpoints(params)  # four is fine
+    params = create(messages=[{"role": "user", "content": blocks}], cache_control=cc)
+    with pytest.raises(InvalidRequestError, match="Found 5"):
+        check_cache_breakpoints(params)
