@@ -1,0 +1,123 @@
+"""The property catalogue: one property = one test function with a stable id.
+
+Ids are `AREA-NNN`, never renumbered or reused (a retired id stays here, marked retired).
+The test function is named `test_<area>_<nnn>_<slug>`, so `-k stream_003` selects one.
+Each property cites the public docs page (with anchor) and states the requirement in our
+own words; `invariant` points at the numbered invariant of the project's spec notes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, TypeVar
+
+__all__ = ["AREAS", "REGISTRY", "Citation", "Level", "Property", "prop", "property_of"]
+
+AREAS = (
+    "MSG",
+    "STREAM",
+    "ERR",
+    "TOOL",
+    "THINK",
+    "TOKENS",
+    "MODELS",
+    "BATCH",
+    "HDR",
+    "AUTH",
+    "FUZZ",
+)
+
+DOCS = "https://platform.claude.com/docs/en"
+_ID = re.compile(r"^(?P<area>[A-Z]+)-(?P<number>\d{3})$")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Level(StrEnum):
+    """RFC 2119 strength. A broken MUST is a FAIL; a broken SHOULD or MAY is a WARN."""
+
+    MUST = "MUST"
+    SHOULD = "SHOULD"
+    MAY = "MAY"
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    url: str  # public docs page with anchor
+    requirement: str  # the normative sentence, in our words
+
+    def __post_init__(self) -> None:
+        if not self.url.startswith("https://") or not self.requirement:
+            raise ValueError(f"a citation needs an https URL and a requirement: {self!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Property:
+    id: str
+    level: Level
+    title: str
+    citation: Citation
+    invariant: int | None = None  # number in the spec notes' §9, where one applies
+    requires: tuple[str, ...] = ()  # optional target features; absent → UNSUPPORTED
+    retired: bool = False
+    test_name: str = field(default="", compare=False)
+
+    @property
+    def area(self) -> str:
+        return self.id.split("-", 1)[0]
+
+    @property
+    def selector(self) -> str:
+        """What `-k` takes to run this property alone, e.g. `stream_003`."""
+        return self.id.lower().replace("-", "_")
+
+
+REGISTRY: dict[str, Property] = {}
+
+
+def prop(
+    property_id: str,
+    level: Level,
+    title: str,
+    *,
+    url: str,
+    requirement: str,
+    invariant: int | None = None,
+    requires: tuple[str, ...] = (),
+) -> Callable[[F], F]:
+    """Declare the decorated test function as property `property_id`."""
+    match = _ID.match(property_id)
+    if match is None or match["area"] not in AREAS:
+        raise ValueError(f"bad property id {property_id!r}: want AREA-NNN with AREA in {AREAS}")
+    if not url.startswith("http"):
+        url = f"{DOCS}/{url.lstrip('/')}"
+
+    def register(function: F) -> F:
+        expected = f"test_{match['area'].lower()}_{match['number']}_"
+        if not function.__name__.startswith(expected):
+            raise ValueError(f"{function.__name__} must be named {expected}<slug> for {property_id}")
+        existing = REGISTRY.get(property_id)
+        if existing is not None and existing.test_name != function.__name__:
+            raise ValueError(f"property id {property_id} is used twice")
+        item = Property(
+            id=property_id,
+            level=level,
+            title=title,
+            citation=Citation(url, requirement),
+            invariant=invariant,
+            requires=requires,
+            test_name=function.__name__,
+        )
+        REGISTRY[property_id] = item
+        function._plumbline_property = item  # type: ignore[attr-defined]
+        return function
+
+    return register
+
+
+def property_of(function: object) -> Property | None:
+    found = getattr(function, "_plumbline_property", None)
+    return found if isinstance(found, Property) else None

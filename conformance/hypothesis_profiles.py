@@ -1,0 +1,55 @@
+"""Hypothesis profiles, registered on purpose.
+
+Hypothesis loads its built-in `ci` profile by itself whenever `CI` is set (CI sets
+`CI=true`), so we re-register `ci` with settings fit for HTTP properties against a model:
+few examples, derandomized, no deadline. `default` is for people at a terminal, `deep` for
+nightly runs (`nox -s fuzz`). `PLUMBLINE_HYPOTHESIS_PROFILE` or pytest's
+`--hypothesis-profile` chooses; otherwise `ci` under CI and `default` elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+__all__ = ["PROFILES", "register_profiles"]
+
+PROFILES = ("ci", "default", "deep")
+
+# HTTP against a model: a slow example is normal, and the target is shared by every example.
+_SUPPRESSED = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+
+
+def register_profiles(report_dir: Path) -> None:
+    database = DirectoryBasedExampleDatabase(str(report_dir / ".hypothesis"))
+    settings.register_profile(
+        "ci",
+        max_examples=8,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        print_blob=True,
+        suppress_health_check=_SUPPRESSED,
+    )
+    settings.register_profile(
+        "default",
+        max_examples=15,
+        deadline=None,
+        database=database,
+        print_blob=True,
+        suppress_health_check=_SUPPRESSED,
+    )
+    settings.register_profile(
+        "deep",
+        max_examples=300,
+        deadline=None,
+        database=database,
+        print_blob=True,
+        phases=list(Phase),
+        suppress_health_check=_SUPPRESSED,
+    )
+    chosen = os.environ.get("PLUMBLINE_HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "default")
+    settings.load_profile(chosen)

@@ -1,0 +1,98 @@
+"""Start a reference server in a subprocess on a free port and wait until it answers.
+
+Used by `plumbline` without `--target` (judge our own server) and by the project's tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import httpx
+
+__all__ = ["ServerFailedToStart", "free_port", "reference_server", "wait_until_ready"]
+
+
+class ServerFailedToStart(RuntimeError):
+    pass
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until_ready(
+    url: str, process: subprocess.Popen[bytes], log: Path, *, timeout: float, api_key: str | None
+) -> None:
+    """Poll `GET /v1/models` until it answers 200; fail fast if the process dies."""
+    headers = {"anthropic-version": "2023-06-01"}
+    if api_key:
+        headers["x-api-key"] = api_key
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise ServerFailedToStart(f"the reference server exited with {process.returncode}:\n{_tail(log)}")
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(f"{url}/v1/models", headers=headers, timeout=2).status_code == 200:
+                return
+        time.sleep(0.25)
+    raise ServerFailedToStart(f"the reference server was not ready after {timeout:.0f} s:\n{_tail(log)}")
+
+
+def _tail(log: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "<no log>"
+
+
+@contextlib.contextmanager
+def reference_server(
+    model: str,
+    *,
+    log: Path,
+    args: Sequence[str] = (),
+    api_key: str | None = None,
+    timeout: float = 600.0,
+) -> Iterator[str]:
+    """Run `python -m reference_server --model MODEL` on a free loopback port; yields its URL."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [
+        sys.executable,
+        "-m",
+        "reference_server",
+        "--model",
+        model,
+        "--port",
+        str(port),
+        *args,
+    ]
+    if api_key:
+        command += ["--api-key", api_key]
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            command,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        try:
+            wait_until_ready(url, process, log, timeout=timeout, api_key=api_key)
+            yield url
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()

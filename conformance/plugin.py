@@ -1,0 +1,322 @@
+"""The pytest plugin: target options and fixtures, per-property verdicts, reports, the gate.
+
+Loaded by the `plumbline` command (`-p conformance.plugin`); pytest's exit status is
+replaced by the gate's (0 conformant, 1 new failure or stale baseline entry, 2 harness
+error).
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+import traceback
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import httpx2
+import pytest
+from rich.console import Console
+
+from conformance import __version__
+from conformance.catalogue import Property, property_of
+from conformance.checks import ConformanceFailure, Unsupported
+from conformance.hypothesis_profiles import register_profiles
+from conformance.profile import Profile, load_profile
+from conformance.reporting import write_reports
+from conformance.target import Target, TargetConfig
+from conformance.verdicts import (
+    EXIT_HARNESS,
+    Result,
+    Verdict,
+    compute_gate,
+    load_baseline,
+    verdict_for_breakage,
+    write_baseline,
+)
+
+_STATE = pytest.StashKey["RunState"]()
+_COLOURS = {
+    Verdict.PASS: "green",
+    Verdict.FAIL: "bold red",
+    Verdict.WARN: "yellow",
+    Verdict.ERROR: "bold magenta",
+    Verdict.UNSUPPORTED: "cyan",
+    Verdict.SKIP: "dim",
+}
+
+
+@dataclass
+class RunState:
+    config: TargetConfig
+    strict: bool
+    report_dir: Path
+    run_id: str
+    seed: str | None
+    baseline_path: Path | None
+    update_baseline: bool
+    console: Console
+    started: float = field(default_factory=time.monotonic)
+    started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
+    results: dict[str, Result] = field(default_factory=dict)
+    harness_failed: bool = False
+    target: Target | None = None
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("plumbline", "Plumbline conformance")
+    group.addoption("--plumbline-target", help="base URL of the server under test")
+    group.addoption("--plumbline-model", help="model id to send (default: first in /v1/models)")
+    group.addoption("--plumbline-api-key", default=None)
+    group.addoption("--plumbline-auth-header", choices=["x-api-key", "bearer"], default="x-api-key")
+    group.addoption("--plumbline-strict", action="store_true", help="SHOULD breakage gates too")
+    group.addoption("--plumbline-profile", default=None, help="target profile (TOML)")
+    group.addoption("--plumbline-report-dir", default="reports")
+    group.addoption("--plumbline-run-id", default=None)
+    group.addoption("--plumbline-baseline", default=None, help="expected failures (TOML)")
+    group.addoption("--plumbline-update-baseline", action="store_true")
+    group.addoption("--plumbline-seed", default=None, help="recorded in index.json")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    url = config.getoption("plumbline_target")
+    if not url:
+        return  # not a conformance run (e.g. the project's own tests)
+    register_profiles(Path(config.getoption("plumbline_report_dir")))
+    profile_file = config.getoption("plumbline_profile")
+    profile = load_profile(Path(profile_file)) if profile_file else Profile()
+    model = config.getoption("plumbline_model") or _first_model(url, config)
+    target = TargetConfig(
+        url=url,
+        model=model,
+        api_key=config.getoption("plumbline_api_key"),
+        auth_header=config.getoption("plumbline_auth_header"),
+        profile=profile,
+    )
+    baseline = config.getoption("plumbline_baseline")
+    run_id = config.getoption("plumbline_run_id") or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    config.stash[_STATE] = RunState(
+        config=target,
+        strict=config.getoption("plumbline_strict"),
+        report_dir=Path(config.getoption("plumbline_report_dir")) / target.slug / run_id,
+        run_id=run_id,
+        seed=config.getoption("plumbline_seed"),
+        baseline_path=Path(baseline) if baseline else profile.baseline,
+        update_baseline=config.getoption("plumbline_update_baseline"),
+        console=Console(highlight=False, soft_wrap=True),
+    )
+
+
+def _first_model(url: str, config: pytest.Config) -> str:
+    """Without --model, use the first model the target lists."""
+    key = config.getoption("plumbline_api_key")
+    headers = {"anthropic-version": "2023-06-01"}
+    if key:
+        headers["x-api-key"] = key
+    try:
+        response = httpx.get(f"{url.rstrip('/')}/v1/models", headers=headers, timeout=30)
+        return str(response.json()["data"][0]["id"])
+    except Exception as exc:
+        raise pytest.UsageError(
+            f"--model not given and {url}/v1/models did not name one ({exc}); pass --model"
+        ) from exc
+
+
+def _state(config: pytest.Config) -> RunState | None:
+    return config.stash.get(_STATE, None)
+
+
+@pytest.fixture(scope="session")
+def target(request: pytest.FixtureRequest) -> Iterator[Target]:
+    state = _state(request.config)
+    if state is None:
+        raise pytest.UsageError("conformance properties need --plumbline-target")
+    state.target = Target(state.config)
+    yield state.target
+    state.target.close()
+
+
+@pytest.fixture(autouse=True)
+def _property_context(request: pytest.FixtureRequest, target: Target) -> None:
+    prop = property_of(request.function)
+    target.recorder.reset(prop.id if prop else None)
+    if prop is not None:
+        missing = [f for f in prop.requires if not target.config.profile.supports(f)]
+        if missing:
+            raise Unsupported(f"the target profile does not declare: {', '.join(missing)}")
+
+
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    if _state(config) is None:
+        return
+    for item in items:
+        if property_of(getattr(item, "obj", None)) is None:
+            raise pytest.UsageError(f"{item.nodeid} is not a declared property (@prop)")
+    items.sort(key=lambda item: property_of(getattr(item, "obj", None)).id)  # type: ignore[union-attr]
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    if report.failed:  # shown here because the plumbline command turns pytest's terminal off
+        console = Console(stderr=True)
+        console.print(f"[bold magenta]harness error while collecting {report.nodeid}[/]")
+        console.print(str(report.longrepr))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+    outcome = yield
+    state = _state(item.config)
+    prop = property_of(getattr(item, "obj", None))
+    if state is None or prop is None:
+        return
+    report: pytest.TestReport = outcome.get_result()
+    if call.when == "call" or (call.when == "setup" and not report.passed):
+        result = _result(prop, call, report, state)
+        state.results[prop.id] = result
+        _print_progress(state, result)
+        if result.verdict in (Verdict.UNSUPPORTED, Verdict.WARN):
+            report.outcome = "skipped"  # pytest's own tally is not the gate
+            report.longrepr = ("", 0, result.verdict.value)
+
+
+def _result(
+    prop: Property, call: pytest.CallInfo[None], report: pytest.TestReport, state: RunState
+) -> Result:
+    exchanges = state.target.recorder.exchanges if state.target else []
+    result = Result(prop, Verdict.PASS, call.duration)
+    if report.passed:
+        return result
+    excinfo = call.excinfo
+    if report.skipped and (excinfo is None or not isinstance(excinfo.value, Unsupported)):
+        result.verdict = Verdict.SKIP
+        result.message = _skip_reason(report)
+        return result
+    assert excinfo is not None
+    exc = _root_cause(excinfo.value)
+    result.evidence = [exchange.as_evidence() for exchange in exchanges[-4:]]
+    if isinstance(exc, Unsupported):
+        result.verdict, result.message, result.evidence = Verdict.UNSUPPORTED, str(exc), []
+    elif isinstance(exc, ConformanceFailure):
+        result.verdict = verdict_for_breakage(prop.level)
+        result.reason, result.expected, result.actual = exc.reason, exc.expected, exc.actual
+    elif isinstance(exc, anthropic.APIStatusError):
+        result.verdict = verdict_for_breakage(prop.level)
+        result.reason = "unexpected-error-status"
+        result.expected = "a successful response to a valid request"
+        result.actual = f"HTTP {exc.status_code}: {exc.message}"
+    elif isinstance(exc, anthropic.APIResponseValidationError):
+        result.verdict = verdict_for_breakage(prop.level)
+        result.reason = "sdk-rejected-response"
+        result.expected = "a response the official SDK (strict) accepts"
+        result.actual = str(exc)[:500]
+    elif isinstance(exc, anthropic.APIConnectionError | httpx.TransportError | httpx2.TransportError):
+        result.verdict = Verdict.ERROR
+        result.reason = "transport"
+        result.message = f"{type(exc).__name__}: {exc}"
+    elif isinstance(exc, AssertionError):
+        result.verdict = verdict_for_breakage(prop.level)
+        result.reason = "assertion"
+        result.actual = str(exc)[:500]
+    else:
+        result.verdict = Verdict.ERROR
+        result.reason = "harness"
+        result.message = "".join(traceback.format_exception(exc)[-6:])
+    return result
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """Hypothesis may raise an ExceptionGroup of distinct failures: judge by the first
+    conformance failure in it."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            if isinstance(_root_cause(inner), ConformanceFailure):
+                return _root_cause(inner)
+        return _root_cause(exc.exceptions[0])
+    return exc
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    if isinstance(report.longrepr, tuple):
+        return str(report.longrepr[2]).removeprefix("Skipped: ")
+    return str(report.longrepr or "")
+
+
+def _print_progress(state: RunState, result: Result) -> None:
+    colour = _COLOURS[result.verdict]
+    line = f"[{colour}]{result.verdict.value:<11}[/] {result.property.id:<11} {result.property.title}"
+    state.console.print(f"{line} [dim]{result.duration:.1f}s[/]")
+    if result.verdict in (Verdict.FAIL, Verdict.WARN, Verdict.ERROR):
+        detail = result.actual or result.message or ""
+        state.console.print(f"            [dim]{detail.splitlines()[0][:150] if detail else ''}[/]")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    state = _state(session.config)
+    if state is None:
+        return
+    cfg = state.config
+    state.console.rule(f"Plumbline {__version__} — {cfg.url} — model {cfg.model}")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    state = _state(session.config)
+    if state is None:
+        return
+    results = sorted(state.results.values(), key=lambda r: r.property.id)
+    harness_failed = exitstatus in (
+        pytest.ExitCode.INTERRUPTED,  # collection errors end here
+        pytest.ExitCode.INTERNAL_ERROR,
+        pytest.ExitCode.USAGE_ERROR,
+        pytest.ExitCode.NO_TESTS_COLLECTED,
+    )
+    baseline = load_baseline(state.baseline_path)
+    gate = compute_gate(results, baseline, strict=state.strict, harness_failed=harness_failed)
+    run = {
+        "run_id": state.run_id,
+        "suite": {"name": "plumbline", "version": __version__, "sdk": anthropic.__version__},
+        "target": {
+            "url": state.config.url,
+            "model": state.config.model,
+            "slug": state.config.slug,
+            "profile": str(state.config.profile.source) if state.config.profile.source else None,
+            "deterministic": state.config.profile.deterministic,
+            "features": sorted(state.config.profile.features),
+        },
+        "seed": state.seed,
+        "strict": state.strict,
+        "baseline": str(state.baseline_path) if state.baseline_path else None,
+        "started_at": state.started_at,
+        "duration_s": round(time.monotonic() - state.started, 1),
+        "python": platform.python_version(),
+    }
+    directory = write_reports(state.report_dir, run, results, gate)
+    if state.update_baseline and state.baseline_path is not None:
+        written = write_baseline(state.baseline_path, results, strict=state.strict, target=state.config.slug)
+        state.console.print(f"baseline: {written} expected failure(s) written to {state.baseline_path}")
+    _print_summary(state, results, gate.as_dict(), directory)
+    session.exitstatus = EXIT_HARNESS if harness_failed else gate.exit_code
+
+
+def _print_summary(state: RunState, results: list[Result], gate: dict[str, Any], where: Path) -> None:
+    console = state.console
+    console.rule("summary")
+    tally: dict[Verdict, int] = {}
+    for result in results:
+        tally[result.verdict] = tally.get(result.verdict, 0) + 1
+    console.print("  ".join(f"[{_COLOURS[v]}]{v.value} {n}[/]" for v, n in sorted(tally.items()) if n))
+    for key, label in (
+        ("new_failures", "new failures"),
+        ("stale_baseline_entries", "stale baseline entries (they pass now)"),
+        ("expected_failures", "expected failures (baseline)"),
+        ("harness_errors", "harness errors"),
+    ):
+        if gate[key]:
+            console.print(f"{label}: {', '.join(gate[key])}")
+    console.print(f"report: {where / 'report.html'}")
+    console.print(f"gate: exit {gate['exit_code']}")

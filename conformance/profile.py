@@ -1,0 +1,66 @@
+"""Target profiles (TOML): what a target declares about itself.
+
+```toml
+name = "my-server"                 # report directory name (default: host-port)
+deterministic = true               # temperature 0 gives identical answers (stream ≡ non-stream)
+baseline = "baselines/my-server.toml"  # expected failures, relative to this file
+max_silence_seconds = 15           # longest gap a stream may leave without an event
+[features]                         # optional features the target serves
+tools = false
+thinking = false
+images = false
+documents = false
+batches = false
+structured_outputs = false
+[aliases]                          # model names the target also answers to
+"claude-sonnet-4-5" = "my-model"
+```
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["FEATURES", "Profile", "load_profile"]
+
+FEATURES = ("tools", "thinking", "images", "documents", "batches", "structured_outputs")
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    name: str | None = None
+    deterministic: bool = False
+    baseline: Path | None = None
+    max_silence_seconds: float = 15.0
+    features: frozenset[str] = frozenset()
+    aliases: dict[str, str] = field(default_factory=dict)
+    source: Path | None = None
+
+    def supports(self, feature: str) -> bool:
+        return feature in self.features
+
+
+def load_profile(path: Path) -> Profile:
+    """Read and check a profile; unknown keys are errors, so typos do not pass silently."""
+    data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
+    known = {"name", "deterministic", "baseline", "max_silence_seconds", "features", "aliases"}
+    unknown = set(data) - known
+    if unknown:
+        raise ValueError(f"{path}: unknown profile keys {sorted(unknown)}")
+    features = data.get("features", {})
+    bad = set(features) - set(FEATURES)
+    if bad:
+        raise ValueError(f"{path}: unknown features {sorted(bad)}; known: {', '.join(FEATURES)}")
+    baseline = data.get("baseline")
+    return Profile(
+        name=data.get("name"),
+        deterministic=bool(data.get("deterministic", False)),
+        baseline=(path.parent / baseline).resolve() if baseline else None,
+        max_silence_seconds=float(data.get("max_silence_seconds", 15.0)),
+        features=frozenset(name for name, on in features.items() if on),
+        aliases={str(k): str(v) for k, v in data.get("aliases", {}).items()},
+        source=path,
+    )

@@ -1,0 +1,76 @@
+"""AUTH-*: API keys (run when the target needs a key, i.e. --api-key is given)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.catalogue import Level, prop
+from conformance.checks import expect_error
+from conformance.drivers import create_json, message_body
+from conformance.target import Target
+
+ERRORS = "api/errors"
+
+
+def need_key(target: Target) -> str:
+    if not target.config.api_key:
+        pytest.skip("no --api-key: the target is judged as an open server")
+    return target.config.api_key
+
+
+@prop(
+    "AUTH-001",
+    Level.MUST,
+    "A request without a key is 401",
+    url=f"{ERRORS}#http-errors",
+    requirement="With no API key the answer is 401 authentication_error.",
+    invariant=25,
+)
+def test_auth_001_missing_key(target: Target) -> None:
+    need_key(target)
+    response = target.request(
+        "POST", "/v1/messages", json_body=message_body(target), headers=target.headers(auth=False)
+    )
+    expect_error(response, 401, "authentication_error")
+
+
+@prop(
+    "AUTH-002",
+    Level.MUST,
+    "A wrong key is 401",
+    url=f"{ERRORS}#http-errors",
+    requirement="An invalid API key (in x-api-key or a Bearer token) is 401 authentication_error.",
+    invariant=25,
+)
+def test_auth_002_wrong_key(target: Target) -> None:
+    key = need_key(target)
+    for header in ({"x-api-key": key + "-wrong"}, {"authorization": f"Bearer {key}-wrong"}):
+        headers = {**target.headers(auth=False), **header}
+        expect_error(target.request("GET", "/v1/models", headers=headers), 401, "authentication_error")
+
+
+@prop(
+    "AUTH-003",
+    Level.MUST,
+    "x-api-key is accepted",
+    url="api/overview#authentication",
+    requirement="API keys are sent in the x-api-key header; the official SDK does so by default.",
+)
+def test_auth_003_x_api_key(target: Target) -> None:
+    key = need_key(target)
+    headers = {**target.headers(auth=False), "x-api-key": key}
+    create_json(target, message_body(target, max_tokens=4), headers=headers)
+
+
+@prop(
+    "AUTH-004",
+    Level.SHOULD,
+    "Authorization: Bearer is accepted",
+    url="api/overview#authentication",
+    requirement="Clients configured with an auth token (ANTHROPIC_AUTH_TOKEN, gateways) send "
+    "Authorization: Bearer; compatible servers accept it as well as x-api-key.",
+)
+def test_auth_004_bearer(target: Target) -> None:
+    key = need_key(target)
+    headers = {**target.headers(auth=False), "authorization": f"Bearer {key}"}
+    create_json(target, message_body(target, max_tokens=4), headers=headers)

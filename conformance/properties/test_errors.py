@@ -1,0 +1,489 @@
+"""ERR-*: invalid requests get the documented status and an Anthropic error envelope.
+
+Malformed requests go raw only: the SDK validates some of them client-side. Wording is never
+checked, only status, envelope and `error.type`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from conformance.catalogue import Level, prop
+from conformance.checks import ERROR_STATUS, expect, expect_equal, expect_error, json_body
+from conformance.drivers import message_body
+from conformance.target import Target
+
+ERRORS = "api/errors"
+MESSAGES = "api/messages"
+
+
+def rejected(target: Target, body: Any, *, path: str = "/v1/messages", **kwargs: Any) -> None:
+    """The body must get 400 invalid_request_error."""
+    expect_error(target.request("POST", path, json_body=body, **kwargs), 400, "invalid_request_error")
+
+
+def text(value: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "text", "text": value, **extra}
+
+
+@prop(
+    "ERR-001",
+    Level.MUST,
+    "Missing model, messages or max_tokens is a 400",
+    url=f"{MESSAGES}#body",
+    requirement="model, messages and max_tokens are required: leaving one out is a 400 "
+    "invalid_request_error (never a default).",
+    invariant=1,
+)
+def test_err_001_missing_required(target: Target) -> None:
+    for field in ("model", "messages", "max_tokens"):
+        body = message_body(target)
+        del body[field]
+        rejected(target, body)
+
+
+@prop(
+    "ERR-002",
+    Level.MUST,
+    "Unknown top-level fields are rejected",
+    url=f"{MESSAGES}#body",
+    requirement="The request object has no additional properties: an unknown field is a 400 "
+    "invalid_request_error ('Extra inputs are not permitted').",
+    invariant=2,
+)
+def test_err_002_unknown_field(target: Target) -> None:
+    rejected(target, message_body(target, plumbline_unknown_field=True))
+
+
+@prop(
+    "ERR-003",
+    Level.MUST,
+    "Unknown fields inside content blocks are rejected",
+    url=f"{MESSAGES}#body-messages",
+    requirement="Content blocks have no additional properties: an unknown key inside a block "
+    "is a 400 invalid_request_error.",
+    invariant=3,
+)
+def test_err_003_unknown_block_field(target: Target) -> None:
+    messages = [{"role": "user", "content": [text("Hi", plumbline_unknown=1)]}]
+    rejected(target, message_body(target, messages=messages))
+
+
+@prop(
+    "ERR-004",
+    Level.MUST,
+    "Sampling parameters out of range are rejected",
+    url=f"{MESSAGES}#body-temperature",
+    requirement="temperature and top_p must lie in [0, 1] and top_k must be >= 0; values "
+    "outside are a 400 invalid_request_error.",
+    invariant=4,
+)
+def test_err_004_sampling_range(target: Target) -> None:
+    for field, value in (
+        ("temperature", 1.5),
+        ("temperature", -0.5),
+        ("top_p", 1.5),
+        ("top_k", -1),
+    ):
+        rejected(target, message_body(target, **{field: value}))
+
+
+@prop(
+    "ERR-005",
+    Level.MUST,
+    "Invalid thinking budgets are rejected",
+    url="build-with-claude/extended-thinking",
+    requirement="thinking.budget_tokens must be >= 1024 and less than max_tokens; otherwise "
+    "400 invalid_request_error.",
+    invariant=5,
+)
+def test_err_005_thinking_budget(target: Target) -> None:
+    rejected(
+        target,
+        message_body(target, max_tokens=2048, thinking={"type": "enabled", "budget_tokens": 512}),
+    )
+    rejected(
+        target,
+        message_body(target, max_tokens=1100, thinking={"type": "enabled", "budget_tokens": 2048}),
+    )
+
+
+@prop(
+    "ERR-006",
+    Level.MUST,
+    "max_tokens above the model's maximum is rejected",
+    url="api/models/get",
+    requirement="max_tokens greater than the model's maximum (ModelInfo.max_tokens) is a 400 "
+    "invalid_request_error.",
+    invariant=7,
+)
+def test_err_006_max_tokens_above_model_limit(target: Target, model_info: dict[str, Any] | None) -> None:
+    limit = (model_info or {}).get("max_tokens")
+    if not isinstance(limit, int):
+        import pytest
+
+        pytest.skip("the target does not state the model's max_tokens")
+    rejected(target, message_body(target, max_tokens=limit + 1))
+
+
+@prop(
+    "ERR-007",
+    Level.MUST,
+    "max_tokens must be a non-negative integer",
+    url=f"{MESSAGES}#body-max-tokens",
+    requirement="max_tokens is an integer >= 0: negative, fractional or string values are a 400.",
+    invariant=8,
+)
+def test_err_007_max_tokens_type(target: Target) -> None:
+    for value in (-1, 2.5, "16"):
+        rejected(target, message_body(target, max_tokens=value))
+
+
+@prop(
+    "ERR-008",
+    Level.MUST,
+    "Empty messages are rejected",
+    url=f"{MESSAGES}#body-messages",
+    requirement="At least one message is required: messages: [] is a 400 invalid_request_error.",
+    invariant=9,
+)
+def test_err_008_empty_messages(target: Target) -> None:
+    rejected(target, message_body(target, messages=[]))
+
+
+@prop(
+    "ERR-009",
+    Level.MUST,
+    "Empty text is rejected",
+    url=f"{MESSAGES}#body-messages",
+    requirement="Text blocks must be non-empty and a non-final message must have content: an "
+    "empty text block or an empty user turn is a 400.",
+    invariant=10,
+)
+def test_err_009_empty_text(target: Target) -> None:
+    rejected(target, message_body(target, messages=[{"role": "user", "content": [text("")]}]))
+    turns = [
+        {"role": "user", "content": ""},
+        {"role": "assistant", "content": "x"},
+        {"role": "user", "content": "y"},
+    ]
+    rejected(target, message_body(target, messages=turns))
+
+
+@prop(
+    "ERR-010",
+    Level.MUST,
+    "An unknown model is a 404",
+    url=f"{ERRORS}#http-errors",
+    requirement="A model id the server does not serve is a 404 not_found_error (not a 400, not a 500).",
+    invariant=11,
+)
+def test_err_010_unknown_model(target: Target) -> None:
+    body = message_body(target, model="plumbline-no-such-model-0000")
+    expect_error(target.request("POST", "/v1/messages", json_body=body), 404, "not_found_error")
+
+
+@prop(
+    "ERR-011",
+    Level.MUST,
+    "Malformed tool definitions are rejected",
+    url="agents-and-tools/tool-use/overview",
+    requirement="A tool name must match ^[a-zA-Z0-9_-]{1,128}$ and input_schema must be an "
+    "object schema; otherwise 400 invalid_request_error.",
+    invariant=12,
+)
+def test_err_011_bad_tools(target: Target) -> None:
+    good_schema = {"type": "object", "properties": {}}
+    rejected(target, message_body(target, tools=[{"name": "bad name!", "input_schema": good_schema}]))
+    rejected(target, message_body(target, tools=[{"name": "ok", "input_schema": {"type": "string"}}]))
+
+
+@prop(
+    "ERR-012",
+    Level.MUST,
+    "tool_use and tool_result must pair up",
+    url="agents-and-tools/tool-use/overview",
+    requirement="A tool_result must answer a tool_use of the previous assistant turn, and a "
+    "tool_use must be answered in the next user turn; otherwise 400.",
+    invariant=14,
+)
+def test_err_012_tool_pairing(target: Target) -> None:
+    orphan = [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello"},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_plumbline0", "content": "x"}],
+        },
+    ]
+    rejected(target, message_body(target, messages=orphan))
+    unanswered = [
+        {"role": "user", "content": "Hi"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_plumbline1", "name": "t", "input": {}}],
+        },
+        {"role": "user", "content": "no result"},
+    ]
+    rejected(target, message_body(target, messages=unanswered))
+
+
+@prop(
+    "ERR-013",
+    Level.MUST,
+    "tool_choice must name a defined tool",
+    url="agents-and-tools/tool-use/implement-tool-use#forcing-tool-use",
+    requirement="tool_choice {type: tool, name} naming a tool that is not in tools is a 400.",
+    invariant=17,
+)
+def test_err_013_tool_choice_unknown(target: Target) -> None:
+    tools = [{"name": "get_time", "input_schema": {"type": "object", "properties": {}}}]
+    rejected(target, message_body(target, tools=tools, tool_choice={"type": "tool", "name": "nope"}))
+
+
+@prop(
+    "ERR-014",
+    Level.MUST,
+    "Unsupported media types are rejected",
+    url="build-with-claude/vision",
+    requirement="Image media_type must be image/jpeg, png, gif or webp, and a base64 document "
+    "must be application/pdf; other values are a 400.",
+    invariant=19,
+)
+def test_err_014_media_types(target: Target) -> None:
+    image = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/bmp", "data": "Qk0="},
+    }
+    rejected(
+        target,
+        message_body(target, messages=[{"role": "user", "content": [image, text("What is it?")]}]),
+    )
+    doc = {
+        "type": "document",
+        "source": {"type": "base64", "media_type": "application/zip", "data": "UEs="},
+    }
+    rejected(
+        target,
+        message_body(target, messages=[{"role": "user", "content": [doc, text("Summarise.")]}]),
+    )
+
+
+@prop(
+    "ERR-015",
+    Level.MUST,
+    "Invalid cache_control is rejected",
+    url="build-with-claude/prompt-caching",
+    requirement="cache_control.type must be 'ephemeral' and ttl '5m' or '1h'; other values are a 400.",
+    invariant=20,
+)
+def test_err_015_bad_cache_control(target: Target) -> None:
+    for control in ({"type": "persistent"}, {"type": "ephemeral", "ttl": "2h"}):
+        messages = [{"role": "user", "content": [text("Hi", cache_control=control)]}]
+        rejected(target, message_body(target, messages=messages))
+
+
+@prop(
+    "ERR-016",
+    Level.SHOULD,
+    "More than four cache breakpoints are rejected",
+    url="build-with-claude/prompt-caching",
+    requirement="A request may define at most 4 cache_control breakpoints; more is a 400.",
+    invariant=21,
+)
+def test_err_016_too_many_breakpoints(target: Target) -> None:
+    control = {"type": "ephemeral"}
+    blocks = [text(f"Part {i}.", cache_control=control) for i in range(5)]
+    rejected(target, message_body(target, messages=[{"role": "user", "content": blocks}]))
+
+
+@prop(
+    "ERR-017",
+    Level.MUST,
+    "metadata.user_id is at most 512 characters",
+    url=f"{MESSAGES}#body-metadata",
+    requirement="metadata.user_id has a maximum length of 512; longer is a 400.",
+    invariant=22,
+)
+def test_err_017_user_id_length(target: Target) -> None:
+    rejected(target, message_body(target, metadata={"user_id": "u" * 513}))
+
+
+@prop(
+    "ERR-018",
+    Level.MUST,
+    "service_tier must be auto or standard_only",
+    url=f"{MESSAGES}#body-service-tier",
+    requirement="service_tier is one of 'auto', 'standard_only'; other values are a 400.",
+    invariant=23,
+)
+def test_err_018_service_tier(target: Target) -> None:
+    rejected(target, message_body(target, service_tier="premium"))
+
+
+@prop(
+    "ERR-019",
+    Level.MUST,
+    "Bodies over 32 MB are 413 request_too_large",
+    url=f"{ERRORS}#request-size-limits",
+    requirement="The Messages endpoint accepts at most 32 MB; a larger body is a 413 "
+    "request_too_large error.",
+    invariant=24,
+)
+def test_err_019_request_too_large(target: Target) -> None:
+    padding = "x" * (33 * 1024 * 1024)
+    body = message_body(target, messages=[{"role": "user", "content": padding}])
+    response = target.request("POST", "/v1/messages", content=json.dumps(body).encode())
+    expect_error(response, 413, "request_too_large")
+
+
+@prop(
+    "ERR-020",
+    Level.SHOULD,
+    "A missing anthropic-version header is rejected",
+    url="api/versioning",
+    requirement="Every request must send anthropic-version; without it the request is a 400 "
+    "invalid_request_error.",
+    invariant=26,
+)
+def test_err_020_missing_version(target: Target) -> None:
+    rejected(target, message_body(target), headers=target.headers(version=False))
+
+
+@prop(
+    "ERR-021",
+    Level.MUST,
+    "Malformed JSON is a 400",
+    url=f"{ERRORS}#http-errors",
+    requirement="A body that is not valid JSON is a 400 invalid_request_error in the JSON "
+    "envelope (never a 5xx, never a framework default body).",
+    invariant=27,
+)
+def test_err_021_malformed_json(target: Target) -> None:
+    for raw in (b'{"model": ', b"not json", b"[1, 2]"):
+        expect_error(target.request("POST", "/v1/messages", content=raw), 400, "invalid_request_error")
+
+
+@prop(
+    "ERR-022",
+    Level.MUST,
+    "Status and error.type agree",
+    url=f"{ERRORS}#http-errors",
+    requirement="Each error status has its documented error.type (400 invalid_request_error, "
+    "401 authentication_error, 404 not_found_error, 413 request_too_large, 429 "
+    "rate_limit_error, 500 api_error, 529 overloaded_error, ...).",
+    invariant=69,
+)
+def test_err_022_status_type_mapping(target: Target) -> None:
+    """Provokes several errors and checks each (status, error.type) pair."""
+    responses = [
+        target.request("POST", "/v1/messages", json_body=message_body(target, messages=[])),
+        target.request("POST", "/v1/messages", json_body=message_body(target, model="plumbline-nope")),
+        target.request("GET", "/v1/models/plumbline-nope"),
+        target.request("POST", "/v1/messages", content=b"{"),
+    ]
+    for response in responses:
+        body = json_body(response)
+        kind = body.get("error", {}).get("type") if isinstance(body, dict) else None
+        documented = ERROR_STATUS.get(str(kind))
+        expect(
+            documented == response.status_code
+            or (kind == "invalid_request_error" and 400 <= response.status_code < 500),
+            f"error.type documented for HTTP {response.status_code}",
+            f"HTTP {response.status_code} with error.type {kind!r}",
+            reason="error-type",
+        )
+
+
+@prop(
+    "ERR-023",
+    Level.MUST,
+    "Every error body is the Anthropic envelope",
+    url=f"{ERRORS}#error-shapes",
+    requirement='Errors are JSON {"type":"error","error":{"type","message"},"request_id"}, for '
+    "every status, unknown routes and methods included.",
+    invariant=72,
+)
+def test_err_023_error_envelope(target: Target) -> None:
+    for method, path in (("GET", "/v1/plumbline-no-such-route"), ("POST", "/v1/models")):
+        response = target.request(method, path, json_body={} if method == "POST" else None)
+        expect(
+            response.status_code >= 400,
+            "an error status",
+            response.status_code,
+            reason="wrong-status",
+        )
+        body = expect_error(response, range(400, 600), None)
+        expect("request_id" in body, "a request_id key in the error body", body, reason="envelope")
+
+
+@prop(
+    "ERR-024",
+    Level.SHOULD,
+    "The error body repeats the request-id header",
+    url=f"{ERRORS}#request-id",
+    requirement="An error body's request_id equals the response's request-id header.",
+    invariant=54,
+)
+def test_err_024_request_id_agrees(target: Target) -> None:
+    response = target.request("POST", "/v1/messages", json_body=message_body(target, messages=[]))
+    body = expect_error(response, 400, "invalid_request_error")
+    expect_equal(
+        body.get("request_id"),
+        response.headers.get("request-id"),
+        "body request_id",
+        reason="request-id",
+    )
+
+
+@prop(
+    "ERR-025",
+    Level.SHOULD,
+    "A body that is not JSON content is rejected",
+    url=f"{MESSAGES}",
+    requirement="POST bodies are application/json; another content type is a 400 invalid_request_error.",
+)
+def test_err_025_wrong_content_type(target: Target) -> None:
+    headers = {**target.headers(), "content-type": "text/plain"}
+    body = json.dumps(message_body(target)).encode()
+    expect_error(
+        target.request("POST", "/v1/messages", content=body, headers=headers),
+        400,
+        "invalid_request_error",
+    )
+
+
+@prop(
+    "ERR-026",
+    Level.MUST,
+    "Unknown routes are 404 not_found_error",
+    url=f"{ERRORS}#http-errors",
+    requirement="A path the API does not have is a 404 not_found_error in the error envelope.",
+)
+def test_err_026_unknown_route(target: Target) -> None:
+    expect_error(target.request("GET", "/v1/plumbline-no-such-route"), 404, "not_found_error")
+
+
+@prop(
+    "ERR-027",
+    Level.MUST,
+    "Features a model lacks are refused, not ignored",
+    url="build-with-claude/vision",
+    requirement="A request using input the model cannot take (an image for a model whose "
+    "capabilities say image_input is unsupported) is a 400, never silently ignored.",
+)
+def test_err_027_unsupported_input_refused(target: Target, model_info: dict[str, Any] | None) -> None:
+    capabilities = (model_info or {}).get("capabilities") or {}
+    if (capabilities.get("image_input") or {}).get("supported", True) or target.config.profile.supports(
+        "images"
+    ):
+        import pytest
+
+        pytest.skip("the model declares image input (or does not say)")
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}}
+    rejected(
+        target,
+        message_body(target, messages=[{"role": "user", "content": [image, text("Describe it.")]}]),
+    )

@@ -1,0 +1,467 @@
+"""MSG-*: non-streaming `POST /v1/messages`: what a valid request gets back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.catalogue import Level, prop
+from conformance.checks import expect, expect_equal
+from conformance.drivers import (
+    COMMON_STOPS,
+    LONG_ANSWER_PROMPT,
+    create_json,
+    expect_message,
+    message_body,
+    sdk_call,
+    stop_sequence_body,
+    text_of,
+)
+from conformance.target import Target
+
+MESSAGES = "api/messages"
+GA_STOP_REASONS = {
+    "end_turn",
+    "max_tokens",
+    "stop_sequence",
+    "tool_use",
+    "pause_turn",
+    "refusal",
+    "model_context_window_exceeded",
+}
+
+
+@prop(
+    "MSG-001",
+    Level.MUST,
+    "A valid request gets a Message",
+    url=f"{MESSAGES}#response",
+    requirement="200 with a JSON Message: type 'message', role 'assistant', an id starting "
+    "'msg_', and every key the schema requires, valid against it.",
+    invariant=31,
+)
+def test_msg_001_message_shape(target: Target) -> None:
+    """Sends a short greedy request raw and through the SDK (strict validation)."""
+    message = create_json(target, message_body(target))
+    expect_equal(message["type"], "message", "type")
+    expect_equal(message["role"], "assistant", "role")
+    expect(str(message["id"]).startswith("msg_"), "id starting with msg_", message["id"], reason="id")
+    sdk_message = sdk_call(
+        "messages.create",
+        target.sdk().messages.create,
+        model=target.model,
+        max_tokens=8,
+        messages=[{"role": "user", "content": "Hi"}],
+        extra_body={"temperature": 0},
+    )
+    expect(sdk_message.id.startswith("msg_"), "SDK message id msg_…", sdk_message.id, reason="id")
+
+
+@prop(
+    "MSG-002",
+    Level.MUST,
+    "stop_reason is set and is a documented value",
+    url=f"{MESSAGES}#response-stop-reason",
+    requirement="In a non-streaming Message stop_reason is never null and is one of the GA "
+    "values (end_turn, max_tokens, stop_sequence, tool_use, pause_turn, refusal, "
+    "model_context_window_exceeded).",
+    invariant=32,
+)
+def test_msg_002_stop_reason_documented(target: Target) -> None:
+    """Sends two requests (a natural stop is likely for one, max_tokens for the other)."""
+    for body in (message_body(target, max_tokens=64), message_body(target, max_tokens=1)):
+        message = create_json(target, body)
+        expect(
+            message["stop_reason"] in GA_STOP_REASONS,
+            f"stop_reason in {sorted(GA_STOP_REASONS)}",
+            message["stop_reason"],
+            reason="stop-reason",
+        )
+
+
+@prop(
+    "MSG-003",
+    Level.MUST,
+    "stop_sequence is null unless a stop sequence ended the turn",
+    url=f"{MESSAGES}#response-stop-sequence",
+    requirement="stop_sequence is non-null exactly when stop_reason is 'stop_sequence', and then "
+    "it is one of the request's stop_sequences.",
+    invariant=33,
+)
+def test_msg_003_stop_sequence_null_otherwise(target: Target) -> None:
+    """Short requests with a stop sequence that cannot occur: whatever ends them, it is not a
+    stop sequence, so stop_sequence must be null (not "" or a made-up value)."""
+    never = "<<never-generated-7f3a>>"
+    for limit in (1, 12):
+        message = create_json(target, message_body(target, max_tokens=limit, stop_sequences=[never]))
+        if message["stop_reason"] == "stop_sequence":
+            expect_equal(message["stop_sequence"], never, "stop_sequence", reason="stop-sequence")
+        else:
+            expect_equal(message["stop_sequence"], None, "stop_sequence", reason="stop-sequence")
+
+
+@prop(
+    "MSG-004",
+    Level.MUST,
+    "A stop sequence hit is reported",
+    url=f"{MESSAGES}#body-stop-sequences",
+    requirement="When generated text matches a custom stop sequence, generation stops with "
+    "stop_reason 'stop_sequence' and stop_sequence set to the matched string.",
+    invariant=33,
+)
+def test_msg_004_stop_sequence_reported(target: Target) -> None:
+    """Prefills a story and stops on very common letters, so any model hits one."""
+    message = create_json(target, stop_sequence_body(target))
+    expect_equal(message["stop_reason"], "stop_sequence", "stop_reason")
+    expect(
+        message["stop_sequence"] in COMMON_STOPS,
+        f"stop_sequence one of {COMMON_STOPS}",
+        message["stop_sequence"],
+        reason="stop-sequence",
+    )
+
+
+@prop(
+    "MSG-005",
+    Level.MUST,
+    "The matched stop sequence is not in the text",
+    url=f"{MESSAGES}#body-stop-sequences",
+    requirement="Generation stops before the stop sequence: the returned text does not contain "
+    "the matched sequence.",
+    invariant=34,
+)
+def test_msg_005_stop_sequence_excluded(target: Target) -> None:
+    """Same request as MSG-004; the text must not contain the reported sequence."""
+    message = create_json(target, stop_sequence_body(target))
+    matched = message["stop_sequence"]
+    expect(matched is not None, "a stop sequence hit", message["stop_reason"], reason="stop-sequence")
+    expect(
+        matched not in text_of(message),
+        f"text without {matched!r}",
+        text_of(message),
+        reason="stop-sequence-in-text",
+    )
+
+
+@prop(
+    "MSG-006",
+    Level.MUST,
+    "max_tokens reached gives stop_reason max_tokens",
+    url=f"{MESSAGES}#response-stop-reason",
+    requirement="When generation is cut by max_tokens the stop_reason is 'max_tokens'.",
+    invariant=35,
+)
+def test_msg_006_max_tokens_stop(target: Target) -> None:
+    """Asks for a long story with max_tokens: 1."""
+    body = message_body(target, max_tokens=1, messages=[{"role": "user", "content": LONG_ANSWER_PROMPT}])
+    expect_equal(create_json(target, body)["stop_reason"], "max_tokens", "stop_reason")
+
+
+@prop(
+    "MSG-007",
+    Level.MUST,
+    "output_tokens never exceeds max_tokens",
+    url=f"{MESSAGES}#body-max-tokens",
+    requirement="max_tokens is the absolute maximum number of tokens to generate, so "
+    "usage.output_tokens <= max_tokens.",
+    invariant=35,
+)
+def test_msg_007_output_tokens_bounded(target: Target) -> None:
+    for limit in (1, 5):
+        body = message_body(
+            target, max_tokens=limit, messages=[{"role": "user", "content": LONG_ANSWER_PROMPT}]
+        )
+        usage = create_json(target, body)["usage"]
+        expect(
+            usage["output_tokens"] <= limit,
+            f"usage.output_tokens <= {limit}",
+            usage["output_tokens"],
+            reason="usage",
+        )
+
+
+@prop(
+    "MSG-008",
+    Level.SHOULD,
+    "A prefill is continued, not repeated",
+    url=f"{MESSAGES}#body-messages",
+    requirement="If the final message has the assistant role, the response continues "
+    "immediately from its content (it does not start over with the prefill).",
+    invariant=46,
+)
+def test_msg_008_prefill_continued(target: Target) -> None:
+    prefill = "The lighthouse keeper climbed the stairs and"
+    body = message_body(
+        target,
+        max_tokens=24,
+        messages=[
+            {"role": "user", "content": LONG_ANSWER_PROMPT},
+            {"role": "assistant", "content": prefill},
+        ],
+    )
+    text = text_of(create_json(target, body))
+    expect(
+        not text.lstrip().startswith(prefill),
+        "text that continues after the prefill",
+        text,
+        reason="prefill-repeated",
+    )
+
+
+@prop(
+    "MSG-009",
+    Level.MUST,
+    "Usage counts are true non-negative integers",
+    url=f"{MESSAGES}#response-usage",
+    requirement="usage.input_tokens and output_tokens are integers >= 0 (cache counters too, "
+    "when present); a request with input has input_tokens > 0 and a non-empty answer has "
+    "output_tokens > 0.",
+    invariant=47,
+)
+def test_msg_009_usage_integers(target: Target) -> None:
+    message = create_json(target, message_body(target))
+    usage: dict[str, Any] = message["usage"]
+    for key in (
+        "input_tokens",
+        "output_tokens",
+        "cache_creation_input_tokens",
+        "cache_read_input_tokens",
+    ):
+        value = usage.get(key)
+        if value is None and key.startswith("cache"):
+            continue
+        expect(
+            isinstance(value, int) and not isinstance(value, bool) and value >= 0,
+            f"usage.{key} an integer >= 0",
+            value,
+            reason="usage",
+        )
+    expect(usage["input_tokens"] > 0, "usage.input_tokens > 0", usage["input_tokens"], reason="usage")
+    if text_of(message):
+        expect(
+            usage["output_tokens"] > 0,
+            "usage.output_tokens > 0",
+            usage["output_tokens"],
+            reason="usage",
+        )
+
+
+@prop(
+    "MSG-010",
+    Level.MUST,
+    "cache_creation breakdown adds up",
+    url=f"{MESSAGES}#response-usage",
+    requirement="When usage.cache_creation is present, ephemeral_5m_input_tokens + "
+    "ephemeral_1h_input_tokens equals cache_creation_input_tokens.",
+    invariant=48,
+)
+def test_msg_010_cache_creation_sums(target: Target) -> None:
+    body = message_body(
+        target,
+        system=[{"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}],
+    )
+    usage = create_json(target, body)["usage"]
+    breakdown = usage.get("cache_creation")
+    if breakdown is None:
+        return
+    total = breakdown.get("ephemeral_5m_input_tokens", 0) + breakdown.get("ephemeral_1h_input_tokens", 0)
+    expect_equal(
+        total,
+        usage.get("cache_creation_input_tokens") or 0,
+        "5m + 1h cache creation",
+        reason="usage",
+    )
+
+
+@prop(
+    "MSG-011",
+    Level.SHOULD,
+    "max_tokens: 0 is accepted and generates nothing",
+    url=f"{MESSAGES}#body-max-tokens",
+    requirement="max_tokens may be 0 (it populates the prompt cache without generating): the "
+    "request succeeds with no generated content.",
+    invariant=53,
+)
+def test_msg_011_max_tokens_zero(target: Target) -> None:
+    message = create_json(target, message_body(target, max_tokens=0))
+    expect_equal(text_of(message), "", "generated text")
+    expect_equal(message["usage"]["output_tokens"], 0, "usage.output_tokens", reason="usage")
+
+
+@prop(
+    "MSG-012",
+    Level.MUST,
+    "Consecutive same-role turns are combined, not rejected",
+    url=f"{MESSAGES}#body-messages",
+    requirement="Consecutive user or assistant turns in a request are combined into a single "
+    "turn; the request is valid.",
+    invariant=28,
+)
+def test_msg_012_consecutive_roles(target: Target) -> None:
+    messages = [
+        {"role": "user", "content": "My name is Ada."},
+        {"role": "user", "content": [{"type": "text", "text": "What is my name?"}]},
+        {"role": "assistant", "content": "Your"},
+        {"role": "assistant", "content": "name is"},
+    ]
+    create_json(target, message_body(target, messages=messages))
+
+
+@prop(
+    "MSG-013",
+    Level.MUST,
+    "A previous answer can be sent back verbatim",
+    url=f"{MESSAGES}#body-messages",
+    requirement="Response content blocks are valid request blocks: echoing a response's "
+    "content (including citations: null) as the assistant turn is accepted.",
+    invariant=29,
+)
+def test_msg_013_echo_response_blocks(target: Target) -> None:
+    first = create_json(target, message_body(target, max_tokens=8))
+    content = first["content"] or [{"type": "text", "text": "Hello.", "citations": None}]
+    messages = [
+        {"role": "user", "content": "Say hello."},
+        {"role": "assistant", "content": content},
+        {"role": "user", "content": "Again, please."},
+    ]
+    create_json(target, message_body(target, messages=messages))
+
+
+@prop(
+    "MSG-014",
+    Level.SHOULD,
+    "Unknown beta names do not break GA requests",
+    url="api/beta-headers",
+    requirement="An anthropic-beta header naming betas the request does not use (or that the "
+    "server does not know) does not turn a valid GA request into an error.",
+    invariant=30,
+)
+def test_msg_014_unknown_beta_tolerated(target: Target) -> None:
+    headers = {
+        **target.headers(),
+        "anthropic-beta": "token-counting-2024-11-01,plumbline-unknown-2099-01-01",
+    }
+    create_json(target, message_body(target), headers=headers)
+
+
+@prop(
+    "MSG-015",
+    Level.MUST,
+    "system as a string and as text blocks",
+    url=f"{MESSAGES}#body-system",
+    requirement="The system prompt may be a string or an array of text blocks; both are accepted.",
+)
+def test_msg_015_system_forms(target: Target) -> None:
+    create_json(target, message_body(target, system="You are terse."))
+    blocks = [
+        {"type": "text", "text": "You are terse."},
+        {"type": "text", "text": "Answer in English."},
+    ]
+    create_json(target, message_body(target, system=blocks))
+    sdk_call(
+        "messages.create with system blocks",
+        target.sdk().messages.create,
+        model=target.model,
+        max_tokens=4,
+        system=blocks,
+        messages=[{"role": "user", "content": "Hi"}],
+        extra_body={"temperature": 0},
+    )
+
+
+@prop(
+    "MSG-016",
+    Level.SHOULD,
+    "No empty text blocks in responses",
+    url=f"{MESSAGES}#response-content",
+    requirement="A response does not contain text blocks with empty text (clients that replay "
+    "the history would be rejected: text content blocks must be non-empty).",
+)
+def test_msg_016_no_empty_text_blocks(target: Target) -> None:
+    for body in (
+        message_body(target, max_tokens=0),
+        message_body(target),
+        stop_sequence_body(target),
+    ):
+        message = create_json(target, body)
+        empty = [b for b in message["content"] if b.get("type") == "text" and not b.get("text")]
+        expect(not empty, "no text block with empty text", message["content"], reason="empty-block")
+
+
+@prop(
+    "MSG-017",
+    Level.MUST,
+    "cache_control, metadata and service_tier are accepted",
+    url="build-with-claude/prompt-caching",
+    requirement="cache_control ({type: ephemeral, ttl 5m|1h}) is allowed on text blocks, the "
+    "system prompt and the request; metadata.user_id and service_tier are valid fields.",
+)
+def test_msg_017_caching_and_metadata_fields(target: Target) -> None:
+    cache = {"type": "ephemeral", "ttl": "5m"}
+    body = message_body(
+        target,
+        system=[{"type": "text", "text": "You are terse.", "cache_control": cache}],
+        messages=[
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "Hi", "cache_control": {"type": "ephemeral"}}],
+            }
+        ],
+        metadata={"user_id": "3f1c9b0e-plumbline"},
+        service_tier="standard_only",
+        cache_control={"type": "ephemeral"},
+    )
+    create_json(target, body)
+
+
+@prop(
+    "MSG-018",
+    Level.SHOULD,
+    "Sampling fields from older clients are accepted",
+    url=f"{MESSAGES}#body-temperature",
+    requirement="temperature (0..1), top_p (0..1) and top_k (>= 0) are accepted; older SDKs send "
+    "them as typed arguments and newer ones through extra_body.",
+)
+def test_msg_018_sampling_fields(target: Target) -> None:
+    create_json(target, message_body(target, temperature=0.7, top_p=0.9, top_k=40))
+
+
+@prop(
+    "MSG-019",
+    Level.SHOULD,
+    "A Claude Code style request is accepted",
+    url=f"{MESSAGES}",
+    requirement="A request shaped like real agent traffic (?beta=true, anthropic-beta list, "
+    "system blocks with cache_control, metadata.user_id, several turns) is served.",
+)
+def test_msg_019_agent_style_request(target: Target) -> None:
+    body = message_body(
+        target,
+        max_tokens=16,
+        system=[
+            {"type": "text", "text": "You are an interactive CLI coding agent."},
+            {"type": "text", "text": "Be concise.", "cache_control": {"type": "ephemeral"}},
+        ],
+        messages=[
+            {"role": "user", "content": [{"type": "text", "text": "What does `ls -la` do?"}]},
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "It lists files, hidden ones too."}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "text",
+                        "text": "And `ls -lh`?",
+                        "cache_control": {"type": "ephemeral"},
+                    }
+                ],
+            },
+        ],
+        metadata={"user_id": "user_4c1a_account_9d2e_session_77aa"},
+    )
+    headers = {
+        **target.headers(),
+        "anthropic-beta": "claude-code-20250219,interleaved-thinking-2025-05-14",
+    }
+    expect_message(target.request("POST", "/v1/messages?beta=true", json_body=body, headers=headers))

@@ -1,0 +1,482 @@
+"""STREAM-*: `stream: true` on the wire (strict SSE parser + grammar) and through the SDK."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+from conformance.catalogue import Level, prop
+from conformance.checks import expect, expect_equal, expect_error
+from conformance.drivers import (
+    COMMON_STOPS,
+    LONG_ANSWER_PROMPT,
+    StreamRun,
+    expect_no_violations,
+    expect_stream,
+    message_body,
+    sdk_call,
+    stop_sequence_body,
+    stream_raw,
+)
+from conformance.target import Target
+
+STREAMING = "build-with-claude/streaming"
+
+
+def streams(target: Target) -> list[StreamRun]:
+    """The two streams most grammar properties judge: a plain answer and a stop-sequence hit."""
+    return [
+        expect_stream(stream_raw(target, message_body(target))),
+        expect_stream(stream_raw(target, stop_sequence_body(target))),
+    ]
+
+
+def grammar(target: Target, codes: set[str], what: str) -> None:
+    for run in streams(target):
+        expect_no_violations(run, codes, what)
+
+
+@prop(
+    "STREAM-001",
+    Level.MUST,
+    "A stream is text/event-stream",
+    url=f"{STREAMING}#event-types",
+    requirement="With stream: true the response is 200 with Content-Type text/event-stream.",
+    invariant=55,
+)
+def test_stream_001_content_type(target: Target) -> None:
+    expect_stream(stream_raw(target, message_body(target, max_tokens=4)))
+
+
+@prop(
+    "STREAM-002",
+    Level.MUST,
+    "Every event is named, and the name equals data.type",
+    url=f"{STREAMING}#event-types",
+    requirement="Each event uses an SSE event name (event: line) and includes the matching type "
+    "in its data; the SDK silently drops events without a name.",
+    invariant=55,
+)
+def test_stream_002_named_events(target: Target) -> None:
+    grammar(target, {"missing-event-name", "event-name-mismatch"}, "every event named after data.type")
+
+
+@prop(
+    "STREAM-003",
+    Level.MUST,
+    "No data: [DONE]",
+    url="api/versioning",
+    requirement="Since 2023-06-01 the stream has no data: [DONE] terminator; message_stop ends it.",
+    invariant=55,
+)
+def test_stream_003_no_done_sentinel(target: Target) -> None:
+    grammar(target, {"done-sentinel"}, "no [DONE] event")
+
+
+@prop(
+    "STREAM-004",
+    Level.MUST,
+    "message_start comes first, empty",
+    url=f"{STREAMING}#event-types",
+    requirement="The first event (pings aside) is message_start, once, carrying a Message with "
+    "content [], stop_reason null and stop_sequence null.",
+    invariant=56,
+)
+def test_stream_004_message_start_first(target: Target) -> None:
+    grammar(
+        target,
+        {"first-not-message-start", "duplicate-message-start", "start-not-empty"},
+        "message_start first, once, with an empty message",
+    )
+
+
+@prop(
+    "STREAM-005",
+    Level.MUST,
+    "Block indices are 0, 1, 2… and every delta names a started block",
+    url=f"{STREAMING}#content-block-delta-types",
+    requirement="Each content block's index is its position in the final content array; deltas "
+    "and stops refer only to blocks already started.",
+    invariant=57,
+)
+def test_stream_005_block_indices(target: Target) -> None:
+    grammar(
+        target,
+        {"index-gap", "delta-unknown-block", "stop-unknown-block"},
+        "contiguous block indices, deltas only for started blocks",
+    )
+
+
+@prop(
+    "STREAM-006",
+    Level.MUST,
+    "Blocks are not interleaved",
+    url=f"{STREAMING}#event-types",
+    requirement="Each content block is started, filled and stopped before the next one starts.",
+    invariant=57,
+)
+def test_stream_006_one_open_block(target: Target) -> None:
+    grammar(target, {"interleaved-blocks"}, "one open block at a time")
+
+
+@prop(
+    "STREAM-007",
+    Level.MUST,
+    "Every block is stopped once, before message_delta",
+    url=f"{STREAMING}#event-types",
+    requirement="Each content_block_start has exactly one content_block_stop, and all blocks "
+    "are stopped before message_delta.",
+    invariant=58,
+)
+def test_stream_007_blocks_stopped(target: Target) -> None:
+    grammar(
+        target,
+        {"block-not-stopped", "double-stop", "block-after-message-delta"},
+        "each block stopped exactly once before message_delta",
+    )
+
+
+@prop(
+    "STREAM-008",
+    Level.MUST,
+    "Delta types match block types; blocks start empty",
+    url=f"{STREAMING}#content-block-delta-types",
+    requirement="text blocks take text_delta, tool_use blocks input_json_delta, thinking blocks "
+    "thinking_delta/signature_delta; a block's content_block_start is empty and deltas fill it.",
+    invariant=59,
+)
+def test_stream_008_delta_types(target: Target) -> None:
+    grammar(target, {"delta-type-mismatch", "block-start-not-empty"}, "deltas of the block's type")
+
+
+@prop(
+    "STREAM-009",
+    Level.MUST,
+    "message_delta, then one final message_stop",
+    url=f"{STREAMING}#event-types",
+    requirement="After the blocks come one or more message_delta events and a single final "
+    "message_stop; nothing follows message_stop.",
+    invariant=61,
+)
+def test_stream_009_stream_end(target: Target) -> None:
+    grammar(
+        target,
+        {"no-message-delta", "no-message-stop", "event-after-stop"},
+        "message_delta, then message_stop last",
+    )
+
+
+@prop(
+    "STREAM-010",
+    Level.MUST,
+    "SSE framing and event data are well formed",
+    url=f"{STREAMING}#event-types",
+    requirement="Events are UTF-8 SSE blocks ended by a blank line whose data is one JSON object "
+    "with the fields its type needs.",
+    invariant=55,
+)
+def test_stream_010_framing(target: Target) -> None:
+    grammar(
+        target,
+        {
+            "invalid-json",
+            "data-not-object",
+            "unterminated-event",
+            "leading-bom",
+            "invalid-utf8",
+            "malformed-event",
+        },
+        "well-formed SSE with JSON object data",
+    )
+
+
+@prop(
+    "STREAM-011",
+    Level.MUST,
+    "Every event matches its schema",
+    url=f"{STREAMING}#event-types",
+    requirement="Each event's data is valid against the API's schema for its type "
+    "(message_start, content_block_*, message_delta, message_stop, ping, error).",
+)
+def test_stream_011_event_schemas(target: Target) -> None:
+    grammar(
+        target,
+        {"schema-invalid", "missing-output-tokens", "stop-reason-null"},
+        "schema-valid events",
+    )
+
+
+@prop(
+    "STREAM-012",
+    Level.MUST,
+    "The streamed message equals the non-streamed one",
+    url=f"{STREAMING}",
+    requirement="On a deterministic target (temperature 0) the message the SDK accumulates from "
+    "the stream has the same content, stop_reason, stop_sequence and usage as the same request "
+    "made without streaming.",
+    invariant=64,
+)
+def test_stream_012_stream_equals_create(target: Target) -> None:
+    if not target.config.profile.deterministic:
+        pytest.skip("the target does not declare itself deterministic (profile: deterministic)")
+    client = target.sdk()
+    for extra in ({"max_tokens": 24}, {"max_tokens": 48, "stop_sequences": COMMON_STOPS}):
+        request: dict[str, Any] = {
+            "model": target.model,
+            "messages": [{"role": "user", "content": LONG_ANSWER_PROMPT}],
+            "extra_body": {"temperature": 0},
+            **extra,
+        }
+        plain = sdk_call("messages.create", client.messages.create, **request)
+
+        def accumulate(request: dict[str, Any] = request) -> Any:
+            with client.messages.stream(**request) as stream:
+                return stream.get_final_message()
+
+        streamed = sdk_call("messages.stream", accumulate)
+        for field in ("content", "stop_reason", "stop_sequence"):
+            expect_equal(
+                _plain(getattr(streamed, field)),
+                _plain(getattr(plain, field)),
+                f"streamed {field}",
+                reason="stream-diff",
+            )
+        for field in ("input_tokens", "output_tokens"):
+            expect_equal(
+                getattr(streamed.usage, field),
+                getattr(plain.usage, field),
+                f"streamed usage.{field}",
+                reason="stream-diff",
+            )
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json") if dump else value
+
+
+@prop(
+    "STREAM-013",
+    Level.MUST,
+    "message_delta usage is cumulative",
+    url=f"{STREAMING}#event-types",
+    requirement="The token counts in message_delta usage are cumulative: output_tokens never "
+    "decreases and the last value is the total.",
+    invariant=63,
+)
+def test_stream_013_usage_cumulative(target: Target) -> None:
+    for run in streams(target):
+        start = run.of_type("message_start")[0]["message"]["usage"]
+        counts = [start.get("output_tokens") or 0] + [
+            d["usage"]["output_tokens"] for d in run.of_type("message_delta")
+        ]
+        expect(
+            all(a <= b for a, b in itertools.pairwise(counts)),
+            "output_tokens non-decreasing from message_start through every message_delta",
+            counts,
+            reason="usage",
+        )
+        deltas_text = "".join(e["delta"].get("text", "") for e in run.of_type("content_block_delta"))
+        if deltas_text:
+            expect(
+                counts[-1] > 0,
+                "final output_tokens > 0 for a non-empty answer",
+                counts,
+                reason="usage",
+            )
+
+
+@prop(
+    "STREAM-014",
+    Level.MUST,
+    "message_start reports the real input_tokens",
+    url=f"{STREAMING}#event-types",
+    requirement="message_start's usage.input_tokens is the prompt's true token count (clients "
+    "use it for context accounting): it equals count_tokens for the same prompt.",
+    invariant=51,
+)
+def test_stream_014_start_input_tokens(target: Target) -> None:
+    body = message_body(target, max_tokens=4)
+    counted = target.request(
+        "POST",
+        "/v1/messages/count_tokens",
+        json_body={"model": body["model"], "messages": body["messages"]},
+    ).json()["input_tokens"]
+    run = expect_stream(stream_raw(target, body))
+    usage = run.of_type("message_start")[0]["message"]["usage"]
+    total = (
+        usage["input_tokens"]
+        + (usage.get("cache_creation_input_tokens") or 0)
+        + (usage.get("cache_read_input_tokens") or 0)
+    )
+    expect_equal(total, counted, "message_start input tokens (incl. cache)", reason="usage")
+
+
+@prop(
+    "STREAM-015",
+    Level.MUST,
+    "A stop sequence hit is reported in message_delta",
+    url=f"{STREAMING}#event-types",
+    requirement="When a stop sequence ends a streamed turn, message_delta carries stop_reason "
+    "'stop_sequence' and the matched stop_sequence, and no delta contains it.",
+    invariant=33,
+)
+def test_stream_015_stop_sequence_in_stream(target: Target) -> None:
+    run = expect_stream(stream_raw(target, stop_sequence_body(target)))
+    delta = run.of_type("message_delta")[-1]["delta"]
+    expect_equal(delta.get("stop_reason"), "stop_sequence", "message_delta stop_reason")
+    expect(
+        delta.get("stop_sequence") in COMMON_STOPS,
+        f"stop_sequence in {COMMON_STOPS}",
+        delta.get("stop_sequence"),
+    )
+    text = "".join(e["delta"].get("text", "") for e in run.of_type("content_block_delta"))
+    expect(
+        delta["stop_sequence"] not in text,
+        "streamed text without the stop sequence",
+        text,
+        reason="stop-sequence-in-text",
+    )
+
+
+@prop(
+    "STREAM-016",
+    Level.MUST,
+    "max_tokens is reported in message_delta",
+    url=f"{STREAMING}#event-types",
+    requirement="A streamed turn cut by max_tokens ends with message_delta stop_reason "
+    "'max_tokens' and output_tokens <= max_tokens.",
+    invariant=35,
+)
+def test_stream_016_max_tokens_in_stream(target: Target) -> None:
+    body = message_body(target, max_tokens=2, messages=[{"role": "user", "content": LONG_ANSWER_PROMPT}])
+    run = expect_stream(stream_raw(target, body))
+    last = run.of_type("message_delta")[-1]
+    expect_equal(last["delta"].get("stop_reason"), "max_tokens", "message_delta stop_reason")
+    expect(
+        last["usage"]["output_tokens"] <= 2,
+        "output_tokens <= 2",
+        last["usage"]["output_tokens"],
+        reason="usage",
+    )
+
+
+@prop(
+    "STREAM-017",
+    Level.SHOULD,
+    "Silence is filled with ping events",
+    url=f"{STREAMING}#ping-events",
+    requirement="While the model is silent (a long prefill) the stream keeps the connection "
+    "alive with ping events; clients such as Claude Code give up after about 15 s of silence "
+    "and ignore SSE comments.",
+)
+def test_stream_017_no_long_silence(target: Target) -> None:
+    limit = target.config.profile.max_silence_seconds
+    run = expect_stream(stream_raw(target, message_body(target, max_tokens=8)))
+    silence = run.longest_silence()
+    expect(
+        silence <= limit,
+        f"no gap between events longer than {limit:g} s",
+        f"{silence:.1f} s",
+        reason="silence",
+    )
+
+
+@prop(
+    "STREAM-018",
+    Level.MUST,
+    "Errors before the stream starts are plain JSON errors",
+    url=f"{STREAMING}#error-events",
+    requirement="A stream: true request that is invalid gets an ordinary HTTP error with a JSON "
+    "error body, not a 200 event stream.",
+    invariant=66,
+)
+def test_stream_018_early_errors_are_json(target: Target) -> None:
+    run = stream_raw(target, message_body(target, messages=[]))
+    expect(
+        run.transcript is None,
+        "an HTTP error, not an event stream",
+        f"HTTP {run.status} stream",
+        reason="wrong-status",
+    )
+    response = target.request(
+        "POST", "/v1/messages", json_body=message_body(target, messages=[], stream=True)
+    )
+    expect_error(response, 400, "invalid_request_error")
+
+
+@prop(
+    "STREAM-019",
+    Level.MUST,
+    "An error event is well formed and ends the stream",
+    url=f"{STREAMING}#error-events",
+    requirement="A failure after the stream started is an event: error with "
+    '{"type":"error","error":{"type","message"}}, and nothing follows it (no message_stop).',
+    invariant=67,
+)
+def test_stream_019_error_event(target: Target) -> None:
+    for run in streams(target):
+        expect_no_violations(run, {"event-after-error"}, "nothing after an error event")
+        for error in run.of_type("error"):
+            inner = error.get("error")
+            expect(
+                isinstance(inner, dict)
+                and isinstance(inner.get("type"), str)
+                and isinstance(inner.get("message"), str),
+                'an error event {"type":"error","error":{"type","message"}}',
+                error,
+                reason="envelope",
+            )
+
+
+@prop(
+    "STREAM-020",
+    Level.SHOULD,
+    "Text deltas are not empty",
+    url=f"{STREAMING}#content-block-delta-types",
+    requirement="A text_delta carries text; empty deltas waste events and confuse translators.",
+)
+def test_stream_020_no_empty_deltas(target: Target) -> None:
+    for run in streams(target):
+        empty = [
+            e
+            for e in run.of_type("content_block_delta")
+            if e["delta"].get("type") == "text_delta" and not e["delta"].get("text")
+        ]
+        expect(not empty, "no empty text_delta", empty[:3], reason="empty-delta")
+
+
+@prop(
+    "STREAM-021",
+    Level.MUST,
+    "The SDK's stream helper yields the whole message",
+    url=f"{STREAMING}",
+    requirement="messages.stream() of the official SDK sees every event: its text stream "
+    "concatenates to the final message's text, which has a stop_reason.",
+    invariant=62,
+)
+def test_stream_021_sdk_stream(target: Target) -> None:
+    def run() -> tuple[str, Any]:
+        with target.sdk().messages.stream(
+            model=target.model,
+            max_tokens=16,
+            messages=[{"role": "user", "content": LONG_ANSWER_PROMPT}],
+            extra_body={"temperature": 0},
+        ) as stream:
+            text = "".join(stream.text_stream)
+            return text, stream.get_final_message()
+
+    text, final = sdk_call("messages.stream", run)
+    expect(
+        final.stop_reason is not None,
+        "a stop_reason on the accumulated message",
+        final.stop_reason,
+        reason="sdk-stream",
+    )
+    joined = "".join(block.text for block in final.content if block.type == "text")
+    expect_equal(text, joined, "text_stream joined vs final text", reason="sdk-stream")
+    expect(bool(text), "some streamed text", text, reason="sdk-stream")

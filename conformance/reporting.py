@@ -1,0 +1,226 @@
+"""Reports of one run, all derived from `index.json` (the truth):
+
+reports/<target>/<run-id>/
+  index.json    target, suite version, seed, per-property verdict, duration, evidence file
+  cases/ID.json evidence of each property that did not pass: request, response or raw
+                stream, curl line
+  summary.md    short, fits a CI step summary
+  report.html   one self-contained page: counts, failures first with evidence folded
+  junit.xml     one testcase per property
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from conformance.verdicts import Gate, Result, Verdict, counts
+
+__all__ = ["RunInfo", "build_index", "write_reports"]
+
+# Failures first, then what needs a look, then the rest.
+_ORDER = {
+    Verdict.FAIL: 0,
+    Verdict.ERROR: 1,
+    Verdict.WARN: 2,
+    Verdict.UNSUPPORTED: 3,
+    Verdict.SKIP: 4,
+    Verdict.PASS: 5,
+}
+
+RunInfo = dict[str, Any]
+
+
+def build_index(run: RunInfo, results: Sequence[Result], gate: Gate) -> dict[str, Any]:
+    properties = []
+    for result in sorted(results, key=lambda r: r.property.id):
+        prop = result.property
+        properties.append(
+            {
+                "id": prop.id,
+                "level": prop.level.value,
+                "title": prop.title,
+                "citation": {"url": prop.citation.url, "requirement": prop.citation.requirement},
+                "invariant": prop.invariant,
+                "verdict": result.verdict.value,
+                "duration_s": round(result.duration, 3),
+                "reason": result.reason,
+                "expected": result.expected,
+                "actual": result.actual,
+                "message": result.message,
+                "evidence_file": f"cases/{prop.id}.json" if result.evidence else None,
+            }
+        )
+    return {
+        "schema_version": 1,
+        **run,
+        "counts": counts(results),
+        "gate": gate.as_dict(),
+        "properties": properties,
+    }
+
+
+def write_reports(directory: Path, run: RunInfo, results: Sequence[Result], gate: Gate) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    index = build_index(run, results, gate)
+    cases = directory / "cases"
+    for result in results:
+        if result.evidence:
+            cases.mkdir(exist_ok=True)
+            payload = {"id": result.property.id, "exchanges": result.evidence}
+            (cases / f"{result.property.id}.json").write_text(
+                json.dumps(payload, indent=2, ensure_ascii=False), encoding="utf-8"
+            )
+    (directory / "index.json").write_text(json.dumps(index, indent=2, ensure_ascii=False), encoding="utf-8")
+    (directory / "summary.md").write_text(render_summary(index), encoding="utf-8")
+    (directory / "junit.xml").write_text(render_junit(index, results), encoding="utf-8")
+    (directory / "report.html").write_text(render_html(index, results), encoding="utf-8")
+    return directory
+
+
+def _ordered(index: dict[str, Any]) -> list[dict[str, Any]]:
+    return sorted(index["properties"], key=lambda p: (_ORDER[Verdict(p["verdict"])], p["id"]))
+
+
+def render_summary(index: dict[str, Any]) -> str:
+    target = index["target"]
+    tally = index["counts"]
+    gate = index["gate"]
+    lines = [
+        f"# Plumbline conformance: {target['url']} ({target['model']})",
+        "",
+        " · ".join(f"**{name}** {count}" for name, count in tally.items() if count),
+        "",
+        f"Gate: exit {gate['exit_code']}"
+        + (f" — new failures: {', '.join(gate['new_failures'])}" if gate["new_failures"] else "")
+        + (
+            f" — stale baseline: {', '.join(gate['stale_baseline_entries'])}"
+            if gate["stale_baseline_entries"]
+            else ""
+        ),
+        "",
+    ]
+    broken = [p for p in _ordered(index) if p["verdict"] in ("FAIL", "ERROR", "WARN")]
+    if broken:
+        lines += ["| verdict | id | level | title | actual |", "|---|---|---|---|---|"]
+        for p in broken:
+            actual = (p["actual"] or p["message"] or "").replace("|", "\\|").replace("\n", " ")
+            lines.append(f"| {p['verdict']} | {p['id']} | {p['level']} | {p['title']} | {actual[:160]} |")
+        lines.append("")
+    lines += [
+        f"{len(index['properties'])} properties · suite {index['suite']['version']} · "
+        f"seed {index['seed']} · {index['duration_s']} s · run {index['run_id']}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def render_junit(index: dict[str, Any], results: Sequence[Result]) -> str:
+    tally = index["counts"]
+    suite = ET.Element(
+        "testsuite",
+        name="plumbline",
+        tests=str(len(results)),
+        failures=str(tally["FAIL"]),
+        errors=str(tally["ERROR"]),
+        skipped=str(tally["UNSUPPORTED"] + tally["SKIP"]),
+        time=str(index["duration_s"]),
+    )
+    for p in index["properties"]:
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=f"plumbline.{p['id'].split('-')[0].lower()}",
+            name=f"{p['id']} {p['title']}",
+            time=str(p["duration_s"]),
+        )
+        props = ET.SubElement(case, "properties")
+        for key in ("id", "level", "verdict"):
+            ET.SubElement(props, "property", name=key, value=str(p[key]))
+        ET.SubElement(props, "property", name="citation", value=p["citation"]["url"])
+        text = "\n".join(
+            x
+            for x in (
+                p["expected"] and f"Expected: {p['expected']}",
+                p["actual"] and f"Actual: {p['actual']}",
+                p["message"],
+            )
+            if x
+        )
+        if p["verdict"] == "FAIL":
+            ET.SubElement(case, "failure", message=(p["actual"] or "failed")[:200]).text = text
+        elif p["verdict"] == "ERROR":
+            ET.SubElement(case, "error", message=(p["message"] or "error")[:200]).text = text
+        elif p["verdict"] in ("UNSUPPORTED", "SKIP"):
+            ET.SubElement(case, "skipped", message=f"{p['verdict']}: {p['message'] or ''}")
+        elif p["verdict"] == "WARN":
+            ET.SubElement(case, "system-out").text = f"WARN (SHOULD broken)\n{text}"
+    ET.indent(suite)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
+
+
+_CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:72rem;padding:0 1rem;color:#1d1d1f}
+h1{font-size:1.4rem}.counts span{display:inline-block;margin:0 .4rem .4rem 0;padding:.2rem .6rem;
+border-radius:1rem;font-weight:600}table{border-collapse:collapse;width:100%}td,th{text-align:left;
+padding:.35rem .5rem;border-bottom:1px solid #e5e5e5;vertical-align:top}
+.PASS{background:#e3f5e1}.FAIL{background:#fde2e1}.WARN{background:#fff3cd}.ERROR{background:#f3d9fa}
+.UNSUPPORTED,.SKIP{background:#eceff1}details{margin:.3rem 0}pre{white-space:pre-wrap;
+background:#f6f8fa;padding:.5rem;border-radius:4px;max-height:28rem;overflow:auto}
+code{font-size:12px}.muted{color:#666}
+"""
+
+
+def render_html(index: dict[str, Any], results: Sequence[Result]) -> str:
+    evidence = {r.property.id: r.evidence for r in results}
+    target = index["target"]
+    esc = html.escape
+    chips = "".join(
+        f'<span class="{name}">{name} {count}</span>' for name, count in index["counts"].items() if count
+    )
+    rows = []
+    for p in _ordered(index):
+        detail = ""
+        if p["verdict"] not in ("PASS",):
+            parts = []
+            if p["expected"] or p["actual"]:
+                parts.append(
+                    f"<pre>Expected: {esc(p['expected'] or '')}\nActual:   {esc(p['actual'] or '')}</pre>"
+                )
+            if p["message"]:
+                parts.append(f"<pre>{esc(p['message'])}</pre>")
+            for n, exchange in enumerate(evidence.get(p["id"], []), start=1):
+                parts.append(
+                    f"<details><summary>exchange {n}: {esc(exchange['request']['method'])} "
+                    f"{esc(exchange['request']['url'])} → {exchange['response']['status']}</summary>"
+                    f"<pre>{esc(exchange['curl'])}</pre>"
+                    f"<pre>{esc(json.dumps(exchange['response'], indent=2, ensure_ascii=False))}</pre>"
+                    "</details>"
+                )
+            detail = f"<details><summary>evidence</summary>{''.join(parts)}</details>" if parts else ""
+        rows.append(
+            f'<tr><td class="{p["verdict"]}">{p["verdict"]}</td><td><code>{p["id"]}</code></td>'
+            f"<td>{p['level']}</td><td>{esc(p['title'])}"
+            f'<div class="muted"><a href="{esc(p["citation"]["url"])}">docs</a> — '
+            f"{esc(p['citation']['requirement'])}</div>{detail}</td>"
+            f"<td>{p['duration_s']}</td></tr>"
+        )
+    gate = index["gate"]
+    return (
+        "<!doctype html><html lang=en><meta charset=utf-8>"
+        f"<title>Plumbline — {esc(target['url'])}</title><style>{_CSS}</style>"
+        f"<h1>Plumbline conformance report</h1>"
+        f"<p>{esc(target['url'])} · model <code>{esc(target['model'])}</code> · "
+        f"suite {esc(index['suite']['version'])} · seed {index['seed']} · run {esc(index['run_id'])} · "
+        f"{index['duration_s']} s</p>"
+        f'<p class="counts">{chips}</p>'
+        f"<p>Gate: exit {gate['exit_code']} · new failures: {esc(', '.join(gate['new_failures']) or 'none')}"
+        f" · stale baseline entries: {esc(', '.join(gate['stale_baseline_entries']) or 'none')}</p>"
+        "<table><tr><th>verdict</th><th>id</th><th>level</th><th>property</th><th>s</th></tr>"
+        + "".join(rows)
+        + "</table></html>\n"
+    )

@@ -1,0 +1,294 @@
+"""The server under test and the two ways we drive it.
+
+- `Target.sdk()`: the official `anthropic` SDK (strict response validation, no retries),
+  what users experience.
+- `Target.raw()`: plain httpx, for the wire itself and for requests the SDK refuses to send.
+
+Both go through a recording transport, so every exchange of the running property (request,
+status, headers, body or raw stream bytes) is kept as evidence, with a curl line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shlex
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import anthropic
+import httpx
+import httpx2
+
+from conformance.profile import Profile
+
+__all__ = ["API_VERSION", "Exchange", "Recorder", "Target", "TargetConfig"]
+
+API_VERSION = "2023-06-01"
+PROPERTY_HEADER = "x-plumbline-property"  # lets server logs (and our fault proxy) see which property
+REDACTED = "<redacted>"
+MAX_EVIDENCE_BYTES = 64 * 1024
+
+AuthHeader = Literal["x-api-key", "bearer"]
+
+
+@dataclass(frozen=True, slots=True)
+class TargetConfig:
+    url: str
+    model: str
+    api_key: str | None = None
+    auth_header: AuthHeader = "x-api-key"
+    profile: Profile = field(default_factory=Profile)
+    timeout: float = 120.0
+
+    @property
+    def slug(self) -> str:
+        """A directory-safe name for reports: `127.0.0.1-8000`."""
+        if self.profile.name:
+            return self.profile.name
+        parts = urlsplit(self.url)
+        return f"{parts.hostname or 'target'}-{parts.port or parts.scheme}"
+
+    def auth_headers(self) -> dict[str, str]:
+        if self.api_key is None:
+            return {}
+        if self.auth_header == "bearer":
+            return {"authorization": f"Bearer {self.api_key}"}
+        return {"x-api-key": self.api_key}
+
+
+@dataclass(slots=True)
+class Exchange:
+    """One request and what came back (the body as raw bytes, streams included)."""
+
+    method: str
+    url: str
+    request_headers: dict[str, str]
+    request_body: bytes
+    status: int | None = None
+    response_headers: dict[str, str] = field(default_factory=dict)
+    response_body: bytearray = field(default_factory=bytearray)
+    started: float = field(default_factory=time.monotonic)
+    elapsed: float | None = None
+    error: str | None = None
+
+    def curl(self) -> str:
+        """A shell line that replays the request (secrets replaced by $PLUMBLINE_API_KEY)."""
+        words = ["curl", "-sS", "-N", "-X", self.method, shlex.quote(self.url)]
+        for name, value in self.request_headers.items():
+            if name in ("content-length", "host", "accept-encoding", "connection"):
+                continue
+            value = _curl_secret(name, value)
+            words += [
+                "-H",
+                shlex.quote(f"{name}: {value}") if "$" not in value else f'"{name}: {value}"',
+            ]
+        if self.request_body:
+            words += ["--data-binary", shlex.quote(self.request_body.decode("utf-8", "replace"))]
+        return " ".join(words)
+
+    def as_evidence(self) -> dict[str, Any]:
+        body = bytes(self.response_body[:MAX_EVIDENCE_BYTES])
+        return {
+            "request": {
+                "method": self.method,
+                "url": self.url,
+                "headers": {k: _redact(k, v) for k, v in self.request_headers.items()},
+                "body": _decode(self.request_body[:MAX_EVIDENCE_BYTES]),
+            },
+            "response": {
+                "status": self.status,
+                "headers": self.response_headers,
+                "body": _decode(body),
+                "truncated": len(self.response_body) > MAX_EVIDENCE_BYTES,
+            },
+            "elapsed_s": None if self.elapsed is None else round(self.elapsed, 3),
+            "transport_error": self.error,
+            "curl": self.curl(),
+        }
+
+
+def _redact(name: str, value: str) -> str:
+    lowered = name.lower()
+    if lowered == "x-api-key":
+        return REDACTED
+    if lowered == "authorization":
+        return value.split(" ", 1)[0] + " " + REDACTED
+    return value
+
+
+def _curl_secret(name: str, value: str) -> str:
+    lowered = name.lower()
+    if lowered == "x-api-key":
+        return "$PLUMBLINE_API_KEY"
+    if lowered == "authorization":
+        return value.split(" ", 1)[0] + " $PLUMBLINE_API_KEY"
+    return value
+
+
+def _decode(data: bytes) -> Any:
+    text = data.decode("utf-8", "replace")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+class Recorder:
+    """Exchanges of the current property, newest last."""
+
+    def __init__(self) -> None:
+        self.exchanges: list[Exchange] = []
+        self.property_id: str | None = None
+
+    def reset(self, property_id: str | None) -> None:
+        self.exchanges = []
+        self.property_id = property_id
+
+
+def _recording_transport(http: ModuleType, recorder: Recorder) -> Any:
+    """A transport for `http` (httpx for the raw client, httpx2 for the SDK, which uses that
+    fork) that records each exchange into `recorder`, stream bytes included."""
+
+    class RecordingStream(http.SyncByteStream):  # type: ignore[name-defined,misc]
+        def __init__(self, inner: Any, exchange: Exchange) -> None:
+            self._inner = inner
+            self._exchange = exchange
+
+        def __iter__(self) -> Iterator[bytes]:
+            try:
+                for chunk in self._inner:
+                    if len(self._exchange.response_body) < MAX_EVIDENCE_BYTES * 4:
+                        self._exchange.response_body.extend(chunk)
+                    yield chunk
+            finally:
+                self._exchange.elapsed = time.monotonic() - self._exchange.started
+
+        def close(self) -> None:
+            self._inner.close()
+
+    class RecordingTransport(http.BaseTransport):  # type: ignore[name-defined,misc]
+        def __init__(self) -> None:
+            self._inner = http.HTTPTransport(retries=0)
+
+        def handle_request(self, request: Any) -> Any:
+            if recorder.property_id:
+                request.headers[PROPERTY_HEADER] = recorder.property_id
+            exchange = Exchange(
+                method=request.method,
+                url=str(request.url),
+                request_headers=dict(request.headers),
+                request_body=request.read(),
+            )
+            recorder.exchanges.append(exchange)
+            try:
+                response = self._inner.handle_request(request)
+            except http.TransportError as exc:
+                exchange.error = f"{type(exc).__name__}: {exc}"
+                raise
+            exchange.status = response.status_code
+            exchange.response_headers = dict(response.headers)
+            return http.Response(
+                status_code=response.status_code,
+                headers=response.headers,
+                stream=RecordingStream(response.stream, exchange),
+                extensions=response.extensions,
+            )
+
+        def close(self) -> None:
+            self._inner.close()
+
+    return RecordingTransport()
+
+
+class Target:
+    """Clients bound to one target, recording into one recorder."""
+
+    def __init__(self, config: TargetConfig) -> None:
+        self.config = config
+        self.recorder = Recorder()
+        timeout = httpx.Timeout(config.timeout, connect=10.0)
+        self._http = httpx.Client(
+            base_url=config.url.rstrip("/"),
+            transport=_recording_transport(httpx, self.recorder),
+            timeout=timeout,
+        )
+        self._sdk_http = httpx2.Client(
+            transport=_recording_transport(httpx2, self.recorder),
+            timeout=httpx2.Timeout(config.timeout, connect=10.0),
+        )
+        # The SDK refuses to start without a credential; an open target ignores it.
+        credential = config.api_key or "unused"
+        bearer = config.auth_header == "bearer" and config.api_key is not None
+        self._sdk = anthropic.Anthropic(
+            base_url=config.url.rstrip("/"),
+            api_key=None if bearer else credential,
+            auth_token=credential if bearer else None,
+            http_client=self._sdk_http,
+            max_retries=0,
+            timeout=config.timeout,
+            _strict_response_validation=True,
+        )
+
+    @property
+    def model(self) -> str:
+        return self.config.model
+
+    def sdk(self) -> anthropic.Anthropic:
+        return self._sdk
+
+    def headers(self, *, auth: bool = True, version: bool = True) -> dict[str, str]:
+        """The headers a well-behaved raw client sends."""
+        headers = {"content-type": "application/json"}
+        if version:
+            headers["anthropic-version"] = API_VERSION
+        if auth:
+            headers.update(self.config.auth_headers())
+        return headers
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        content: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+    ) -> httpx.Response:
+        """A raw request; `headers` replace the defaults of `self.headers()` entirely."""
+        if json_body is not None:
+            content = json.dumps(json_body).encode()
+        return self._http.request(
+            method,
+            path,
+            content=content,
+            headers=dict(self.headers() if headers is None else headers),
+            params=params,
+        )
+
+    @contextlib.contextmanager
+    def stream(
+        self, path: str, body: Any, *, headers: Mapping[str, str] | None = None
+    ) -> Iterator[httpx.Response]:
+        """A streaming POST: the caller reads `iter_raw()`; closed on exit."""
+        request = self._http.build_request(
+            "POST",
+            path,
+            content=json.dumps(body).encode(),
+            headers=dict(self.headers() if headers is None else headers),
+        )
+        response = self._http.send(request, stream=True)
+        try:
+            yield response
+        finally:
+            response.close()
+
+    def close(self) -> None:
+        self._sdk.close()
+        self._http.close()
+        self._sdk_http.close()
