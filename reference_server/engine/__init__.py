@@ -1,0 +1,47 @@
+"""Engines: neutral requests in, text deltas out (no HTTP, no Anthropic JSON).
+
+Importing this package does not import `mlx.core`: `load_engine` first sets up the BLAS that
+MLX's CPU backend will use, which must happen before MLX's library is loaded.
+"""
+
+from __future__ import annotations
+
+from .base import (
+    Engine,
+    EngineDelta,
+    EngineRequest,
+    FinishReason,
+    ModelCard,
+    Role,
+    Sampling,
+    Turn,
+)
+from .blas import BlasMode, enable_fast_blas
+from .mlx import (
+    EngineClosedError,
+    MLXEngine,
+    PromptTooLongError,
+    UnknownModelError,
+    load_engine,
+)
+from .sources import DEFAULT_MODEL, ModelNotFoundError
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "BlasMode",
+    "Engine",
+    "EngineClosedError",
+    "EngineDelta",
+    "EngineRequest",
+    "FinishReason",
+    "MLXEngine",
+    "ModelCard",
+    "ModelNotFoundError",
+    "PromptTooLongError",
+    "Role",
+    "Sampling",
+    "Turn",
+    "UnknownModelError",
+    "enable_fast_blas",
+    "load_engine",
+]

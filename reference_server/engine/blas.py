@@ -1,0 +1,187 @@
+"""Give MLX's CPU backend an optimized BLAS before `mlx.core` is first imported.
+
+The Linux `mlx[cpu]` wheel links the netlib reference BLAS it bundles (`mlx_cpu.libs/libblas-*`).
+`libmlx.so` takes only `cblas_sgemm`, `cblas_dgemm` and `cblas_cgemm` from it (plus LAPACK
+routines), and the dynamic linker binds those names to the first global definition it finds.
+So loading an optimized BLAS with `RTLD_GLOBAL` before `libmlx.so` is loaded makes every MLX
+matmul use it: on two cores that turns a 16-25 s wait for SmolLM2's first token into under 1 s.
+
+PyPI's `scipy-openblas32` is self-contained but exports prefixed names (`scipy_cblas_sgemm`), so
+a three-function shim exporting the plain names is compiled once with the system C compiler and
+cached. Nothing here imports MLX; `load_engine` calls `enable_fast_blas` first thing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Literal
+
+__all__ = [
+    "BlasInUse",
+    "BlasMode",
+    "BlasUnavailableError",
+    "cache_dir",
+    "enable_fast_blas",
+]
+
+BlasMode = Literal["auto", "openblas", "bundled"]
+# "native": not Linux (macOS uses Metal and Accelerate, nothing to do).
+BlasInUse = Literal["openblas", "bundled", "native"]
+
+_log = logging.getLogger(__name__)
+_lock = threading.Lock()
+_in_use: BlasInUse | None = None
+# The handles must outlive the call: unloading would leave MLX calling into freed code.
+_handles: list[ctypes.CDLL] = []
+
+_SHIM_SOURCE = r"""
+/* Forward the plain CBLAS names libmlx.so imports to scipy-openblas32's prefixed ones. */
+typedef int blasint; /* scipy-openblas32: 32-bit integer interface */
+
+void scipy_cblas_sgemm(int, int, int, blasint, blasint, blasint, float, const float *,
+                       blasint, const float *, blasint, float, float *, blasint);
+void scipy_cblas_dgemm(int, int, int, blasint, blasint, blasint, double, const double *,
+                       blasint, const double *, blasint, double, double *, blasint);
+void scipy_cblas_cgemm(int, int, int, blasint, blasint, blasint, const void *, const void *,
+                       blasint, const void *, blasint, const void *, void *, blasint);
+
+void cblas_sgemm(int o, int ta, int tb, blasint m, blasint n, blasint k, float alpha,
+                 const float *a, blasint lda, const float *b, blasint ldb, float beta,
+                 float *c, blasint ldc) {
+  scipy_cblas_sgemm(o, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+void cblas_dgemm(int o, int ta, int tb, blasint m, blasint n, blasint k, double alpha,
+                 const double *a, blasint lda, const double *b, blasint ldb, double beta,
+                 double *c, blasint ldc) {
+  scipy_cblas_dgemm(o, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+void cblas_cgemm(int o, int ta, int tb, blasint m, blasint n, blasint k, const void *alpha,
+                 const void *a, blasint lda, const void *b, blasint ldb, const void *beta,
+                 void *c, blasint ldc) {
+  scipy_cblas_cgemm(o, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+"""
+
+
+class BlasUnavailableError(RuntimeError):
+    """The optimized BLAS could not be set up (explicit `openblas` mode only)."""
+
+
+def cache_dir() -> Path:
+    """Plumbline's cache directory: `$PLUMBLINE_CACHE_DIR`, else `~/.cache/plumbline`."""
+    env = os.environ.get("PLUMBLINE_CACHE_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "plumbline"
+
+
+def enable_fast_blas(mode: BlasMode = "auto") -> BlasInUse:
+    """Make MLX's CPU matmuls use an optimized BLAS; return which BLAS MLX will use.
+
+    Must run before the first `import mlx.core` in the process. `auto` uses OpenBLAS from
+    `scipy-openblas32` on Linux when it and a C compiler are available, else warns and keeps
+    the bundled reference BLAS; `openblas` raises `BlasUnavailableError` instead of falling
+    back; `bundled` changes nothing. The first call decides for the whole process.
+    """
+    global _in_use
+    with _lock:
+        if _in_use is not None:
+            if mode != "auto" and mode != _in_use and _in_use != "native":
+                _log.warning("BLAS already set to %s for this process; ignoring %r", _in_use, mode)
+            return _in_use
+        _in_use = _choose(mode)
+        return _in_use
+
+
+def _choose(mode: BlasMode) -> BlasInUse:
+    if not sys.platform.startswith("linux"):
+        return "native"
+    if mode == "bundled":
+        return "bundled"
+    if "mlx.core" in sys.modules:
+        # Extension modules load with RTLD_NOW: libmlx.so's cblas_* are bound already.
+        return _unavailable(mode, "mlx.core was imported before enable_fast_blas() ran")
+    try:
+        _load_openblas()
+    except (OSError, ImportError, AttributeError, BlasUnavailableError) as exc:
+        return _unavailable(mode, str(exc))
+    return "openblas"
+
+
+def _unavailable(mode: BlasMode, why: str) -> BlasInUse:
+    if mode == "openblas":
+        raise BlasUnavailableError(f"cannot use OpenBLAS for MLX: {why}")
+    _log.warning(
+        "Using MLX's bundled reference BLAS (prefill and decode are many times slower): %s. "
+        "Install scipy-openblas32 and a C compiler (cc/gcc) for the fast path.",
+        why,
+    )
+    return "bundled"
+
+
+def _load_openblas() -> None:
+    try:
+        import scipy_openblas32
+    except ImportError as exc:
+        raise ImportError("package scipy-openblas32 is not installed") from exc
+    lib = Path(scipy_openblas32.get_lib_dir()) / scipy_openblas32.get_library(fullname=True)
+    version = str(getattr(scipy_openblas32, "__version__", "unknown"))
+    # Load OpenBLAS globally first so the shim's undefined scipy_cblas_* resolve against it.
+    openblas = ctypes.CDLL(str(lib), mode=ctypes.RTLD_GLOBAL)
+    _set_threads(openblas)
+    shim = ctypes.CDLL(str(_shim_path(version)), mode=ctypes.RTLD_GLOBAL)
+    _handles.extend([openblas, shim])
+    _log.info("MLX will use OpenBLAS %s from %s", version, lib)
+
+
+def _set_threads(openblas: ctypes.CDLL) -> None:
+    # OpenBLAS threads spin while they wait for each other. On an idle 2-core machine two
+    # threads decode SmolLM2 ~40% faster than one (12.5 vs 9 tok/s), but as soon as anything
+    # else wants the CPU (the conformance harness beside the server, say) a 24-token reply took
+    # over two minutes instead of 10 s. So by default use half the cores: one thread on two.
+    # PLUMBLINE_BLAS_THREADS overrides that; OPENBLAS_NUM_THREADS is honoured by OpenBLAS itself.
+    wanted = os.environ.get("PLUMBLINE_BLAS_THREADS")
+    if wanted:
+        threads = int(wanted)
+    elif os.environ.get("OPENBLAS_NUM_THREADS"):
+        return
+    else:
+        threads = max(1, min(8, len(os.sched_getaffinity(0)) // 2))
+    openblas.scipy_openblas_set_num_threads(threads)
+    _log.info("OpenBLAS threads: %d", threads)
+
+
+def _shim_path(openblas_version: str) -> Path:
+    key = f"{openblas_version}-{sys.implementation.cache_tag}-{platform.machine()}"
+    digest = hashlib.sha256(_SHIM_SOURCE.encode()).hexdigest()[:12]
+    target = cache_dir() / "blas" / f"cblas-shim-{key}-{digest}.so"
+    if target.exists():
+        return target
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        raise BlasUnavailableError("no C compiler (cc or gcc) to build the CBLAS shim")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        source = Path(tmp) / "shim.c"
+        source.write_text(_SHIM_SOURCE)
+        built = Path(tmp) / "shim.so"
+        done = subprocess.run(
+            [compiler, "-O2", "-shared", "-fPIC", "-o", str(built), str(source)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise BlasUnavailableError(f"{compiler} failed building the CBLAS shim: {done.stderr}")
+        # Atomic, so two processes building at once never load a half-written file.
+        os.replace(built, target)
+    _log.info("Built the CBLAS shim for MLX at %s", target)
+    return target

@@ -1,0 +1,298 @@
+"""The real engine: an MLX model served by one worker thread.
+
+The worker thread owns every MLX call, model loading included. Requests reach it through a
+thread-safe queue; deltas come back to asyncio through a per-request `asyncio.Queue` fed with
+`loop.call_soon_threadsafe`, errors crossing as values that the async iterator re-raises.
+Closing an iterator marks its job cancelled; the worker drops it before its next step.
+
+Nothing here imports `mlx.core` at module level: `load_engine` first lets `blas.py` put an
+optimized BLAS in place, which only works before MLX's library is loaded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .base import EngineDelta, EngineRequest, ModelCard
+from .blas import BlasInUse, BlasMode, enable_fast_blas
+from .sources import TINY_RANDOM_CONTEXT, ModelSource, resolve_model
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Sequence
+
+    from .tokenizer import ChatTokenizer
+    from .worker import Job, Scheduler
+
+__all__ = [
+    "EngineClosedError",
+    "MLXEngine",
+    "PromptTooLongError",
+    "UnknownModelError",
+    "load_engine",
+]
+
+_log = logging.getLogger(__name__)
+
+
+class PromptTooLongError(ValueError):
+    """The rendered prompt has more tokens than the model's context window."""
+
+    def __init__(self, prompt_tokens: int, limit: int) -> None:
+        """Record the prompt's token count and the model's limit."""
+        super().__init__(f"prompt is too long: {prompt_tokens} tokens > {limit} maximum")
+        self.prompt_tokens = prompt_tokens
+        self.limit = limit
+
+
+class UnknownModelError(ValueError):
+    """The request names a model this engine does not serve."""
+
+
+class EngineClosedError(RuntimeError):
+    """The engine was closed (or its worker died) before or during the request."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Loaded:
+    model: Any
+    tokenizer: ChatTokenizer
+    context_window: int
+    display_name: str
+
+
+def load_engine(
+    model: str = "smollm2-135m-instruct",
+    *,
+    blas: BlasMode = "auto",
+    seed: int = 0,
+) -> MLXEngine:
+    """Load `model` and return a running engine (synchronous and slow: call it in a thread).
+
+    `model`: `smollm2-135m-instruct`, `tiny-random`, an mlx-lm model directory or a llama-family
+    `.gguf` file. `blas`: see `blas.enable_fast_blas`, which runs first, before MLX is imported.
+    `seed`: seeds MLX's random state (sampling) and tiny-random's weights.
+    """
+    started = time.perf_counter()
+    in_use = enable_fast_blas(blas)
+    source = resolve_model(model)
+    engine = MLXEngine(source, lambda: _load(source, in_use, seed))
+    _log.info(
+        "Loaded %s (%s) in %.1f s with BLAS %s",
+        source.id,
+        source.kind,
+        time.perf_counter() - started,
+        in_use,
+    )
+    return engine
+
+
+def _load(source: ModelSource, blas: BlasInUse, seed: int) -> _Loaded:
+    # Runs on the worker thread.
+    import mlx.core as mx
+
+    from .gguf import load_gguf_model, random_llama, read_gguf
+    from .tokenizer import ChatTokenizer
+
+    mx.random.seed(seed)
+    # Float32 + OpenBLAS beats MLX's CPU quantized kernels many times over; with the reference
+    # BLAS, or on Metal/CUDA, the quantized weights are the faster choice.
+    fast_cpu = blas == "openblas" and mx.default_device() == mx.cpu
+    if source.kind == "gguf":
+        model, meta = load_gguf_model(source.path, dequantize=fast_cpu)
+        context = int(meta.get("llama.context_length") or TINY_RANDOM_CONTEXT)
+        tokenizer = ChatTokenizer.from_gguf(meta)
+    elif source.kind == "tiny-random":
+        _, meta = read_gguf(source.path)
+        tokenizer = ChatTokenizer.from_gguf(meta)
+        context = TINY_RANDOM_CONTEXT
+        model = random_llama(seed=seed, vocab_size=tokenizer.vocab_size, context_window=context)
+    else:
+        from mlx_lm.utils import dequantize_model, load_model
+
+        model, config = load_model(source.path)
+        if fast_cpu:
+            model = dequantize_model(model)
+            model.set_dtype(mx.float32)
+        tokenizer = ChatTokenizer.from_directory(source.path)
+        context = int(
+            config.get("max_position_embeddings") or config.get("max_sequence_length") or TINY_RANDOM_CONTEXT
+        )
+    _warm_up(model)
+    return _Loaded(model, tokenizer, context, source.display_name)
+
+
+def _warm_up(model: Any) -> None:
+    # The first forward passes pay one-off setup; pay it at load, not on a client's request.
+    import mlx.core as mx
+    from mlx_lm.models.cache import make_prompt_cache
+
+    cache = make_prompt_cache(model)
+    mx.eval(model(mx.array([[1, 2, 3, 4, 5, 6, 7, 8]]), cache=cache))
+    mx.eval(model(mx.array([[9]]), cache=cache))
+    mx.clear_cache()
+
+
+class MLXEngine:
+    """An `Engine` serving one MLX model. Create it with `load_engine`; close with `aclose`."""
+
+    def __init__(self, source: ModelSource, loader: Callable[[], _Loaded]) -> None:
+        """Start the worker thread, run `loader` on it and wait until the model is ready."""
+        self._source = source
+        self._inbox: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._scheduler: Scheduler | None = None
+        # Guards `_closed` together with queueing, so no job lands behind the stop marker.
+        self._lock = threading.Lock()
+        self._closed = False
+        ready: queue.SimpleQueue[_Loaded | BaseException] = queue.SimpleQueue()
+        self._thread = threading.Thread(
+            target=self._run, args=(loader, ready), name=f"mlx-engine-{source.id}", daemon=True
+        )
+        self._thread.start()
+        loaded = ready.get()
+        if isinstance(loaded, BaseException):
+            self._thread.join()
+            raise loaded
+        self._loaded = loaded
+        self._card = ModelCard(
+            id=source.id,
+            display_name=loaded.display_name,
+            created_at=source.created_at,
+            context_window=loaded.context_window,
+            max_output_tokens=loaded.context_window,
+        )
+
+    @property
+    def tokenizer(self) -> ChatTokenizer:
+        """The model's tokenizer and chat template (thread-safe, no MLX)."""
+        return self._loaded.tokenizer
+
+    @property
+    def active_requests(self) -> int:
+        """Generations submitted and not yet finished or dropped by the worker."""
+        scheduler = self._scheduler
+        return self._inbox.qsize() + (len(scheduler) if scheduler is not None else 0)
+
+    def models(self) -> Sequence[ModelCard]:
+        """The one served model."""
+        return [self._card]
+
+    async def count_tokens(self, request: EngineRequest) -> int:
+        """Prompt tokens of `request`, exactly as `generate` feeds them to the model."""
+        return len(await self._prompt(request))
+
+    def generate(self, request: EngineRequest) -> AsyncIterator[EngineDelta]:
+        """Stream deltas; closing or cancelling the iterator stops generation within a step."""
+        return self._generate(request)
+
+    async def aclose(self) -> None:
+        """Stop the worker (active generations end with `EngineClosedError`); idempotent."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._inbox.put(None)
+        await asyncio.to_thread(self._thread.join)
+
+    async def _prompt(self, request: EngineRequest) -> list[int]:
+        if self._closed:
+            raise EngineClosedError("the engine is closed")
+        if request.model != self._card.id:
+            raise UnknownModelError(f"this engine serves {self._card.id!r}, not {request.model!r}")
+        # Tokenizing is CPU work without MLX: off the event loop, and off the worker too.
+        tokens = await asyncio.to_thread(self._loaded.tokenizer.encode_turns, request.turns)
+        if len(tokens) > self._card.context_window:
+            raise PromptTooLongError(len(tokens), self._card.context_window)
+        return tokens
+
+    async def _generate(self, request: EngineRequest) -> AsyncIterator[EngineDelta]:
+        from .worker import Job
+
+        if request.max_tokens < 0:
+            raise ValueError("max_tokens must be >= 0")
+        prompt = await self._prompt(request)
+        # The KV cache cannot grow past the context window: stop there as if max_tokens.
+        budget = min(request.max_tokens, self._card.context_window - len(prompt))
+        if budget <= 0:
+            yield EngineDelta("", 0, "length")
+            return
+        job = Job(
+            prompt=prompt,
+            max_tokens=budget,
+            sampling=request.sampling,
+            loop=asyncio.get_running_loop(),
+            queue=asyncio.Queue(),
+        )
+        with self._lock:
+            if self._closed:
+                raise EngineClosedError("the engine is closed")
+            self._inbox.put(job)
+        try:
+            while True:
+                item = await job.queue.get()
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+                if item.finish is not None:
+                    return
+        finally:
+            # Normal end, consumer's aclose(), cancellation or error: the worker drops the job
+            # (and its KV cache) before its next step.
+            job.cancelled = True
+
+    def _run(self, loader: Callable[[], _Loaded], ready: queue.SimpleQueue[Any]) -> None:
+        try:
+            loaded = loader()
+            from .worker import RoundRobinScheduler
+
+            scheduler = RoundRobinScheduler(loaded.model, loaded.tokenizer)
+        except BaseException as exc:
+            ready.put(exc)
+            return
+        self._scheduler = scheduler
+        ready.put(loaded)
+        try:
+            self._serve(scheduler)
+        except BaseException as exc:
+            _log.exception("MLX worker crashed")
+            scheduler.fail_all(EngineClosedError(f"the MLX worker crashed: {exc!r}"))
+            raise
+        finally:
+            self._drain(EngineClosedError("the engine is closed"))
+
+    def _serve(self, scheduler: Scheduler) -> None:
+        while True:
+            # Block only when idle; otherwise take whatever arrived since the last step.
+            items = self._take(block=len(scheduler) == 0)
+            for index, item in enumerate(items):
+                if item is None:
+                    error = EngineClosedError("the engine is closed")
+                    scheduler.fail_all(error)
+                    for late in items[index + 1 :]:
+                        if late is not None:
+                            late.emit(error)
+                    return
+                scheduler.add(item)
+            scheduler.step()
+
+    def _take(self, *, block: bool) -> list[Job | None]:
+        items: list[Job | None] = []
+        try:
+            items.append(self._inbox.get(block=block))
+            while True:
+                items.append(self._inbox.get_nowait())
+        except queue.Empty:
+            pass
+        return items
+
+    def _drain(self, error: BaseException) -> None:
+        # Jobs queued behind the stop marker (or a crash) would otherwise wait forever.
+        with self._lock:
+            self._closed = True
+        for item in self._take(block=False):
+            if item is not None:
+                item.emit(error)

@@ -1,0 +1,281 @@
+"""Tokenizer, chat template and UTF-8-safe streaming detokenizer; no MLX here.
+
+A `ChatTokenizer` is built either from GGUF metadata (`tokenizer.ggml.*`: a byte-level BPE
+rebuilt with the `tokenizers` library) or from a Hugging Face style model directory
+(`tokenizer.json` + `tokenizer_config.json`). `encode_turns` is the single function that turns
+a conversation into prompt tokens, used both to count and to generate, so the two always agree.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+
+if TYPE_CHECKING:
+    from .base import Turn
+
+__all__ = ["ChatTokenizer", "StreamDecoder", "TokenizerError"]
+
+_log = logging.getLogger(__name__)
+
+# GGUF token types (llama.cpp): 3 = control, 4 = user defined. Both are matched as whole
+# tokens in text (so a template's "<|im_start|>" becomes one token) and are never merged.
+_SPECIAL_TYPES = {3, 4}
+# Tokens that end an assistant turn in common chat formats, beyond the metadata's EOS id.
+_END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>")
+_LLAMA3_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_QWEN2_SPLIT = _LLAMA3_SPLIT.replace(r"\p{N}{1,3}", r"\p{N}")
+# Used only when a model ships no template at all.
+_CHATML = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<|im_end|>\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+# Stands in for a prefill while rendering, so the cut lands exactly where its text starts.
+_PREFILL_MARK = "\x00plumbline-prefill\x00"
+
+
+class TokenizerError(ValueError):
+    """The model's tokenizer data is missing or in a form this module does not support."""
+
+
+def _pre_tokenizer(pre: str) -> Any:
+    """llama.cpp's `tokenizer.ggml.pre` name -> the equivalent `tokenizers` pre-tokenizer."""
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    if pre in {"smollm", "starcoder", "refact", "codeshell"}:
+        # Single digits, then GPT-2's split (as these models' tokenizer.json files do).
+        return pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Digits(individual_digits=True),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+            ]
+        )
+    if pre in {"llama-bpe", "llama3", "smaug-bpe"}:
+        split = pre_tokenizers.Split(Regex(_LLAMA3_SPLIT), behavior="isolated")
+        return pre_tokenizers.Sequence([split, byte_level])
+    if pre in {"qwen2"}:
+        split = pre_tokenizers.Split(Regex(_QWEN2_SPLIT), behavior="isolated")
+        return pre_tokenizers.Sequence([split, byte_level])
+    if pre not in {"default", "gpt2", "gpt-2"}:
+        _log.warning("Unknown GGUF pre-tokenizer %r; using GPT-2's split", pre)
+    return pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+
+
+def _raise_exception(message: str) -> None:
+    # Chat templates call raise_exception() to reject conversations they cannot render.
+    raise jinja2.TemplateError(message)
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.now(UTC).strftime(fmt)
+
+
+class ChatTokenizer:
+    """Encodes conversations with the model's chat template; decodes generated tokens."""
+
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        *,
+        chat_template: str | None,
+        bos_token: str | None,
+        eos_token: str | None,
+        eos_token_ids: Iterable[int],
+        add_bos: bool = False,
+    ) -> None:
+        """Wrap a `tokenizers.Tokenizer`; prefer the `from_gguf`/`from_directory` builders."""
+        self._tokenizer = tokenizer
+        if chat_template is None:
+            _log.warning("The model has no chat template; using ChatML")
+        env = ImmutableSandboxedEnvironment(
+            trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"]
+        )
+        env.filters["tojson"] = lambda value, indent=None: json.dumps(
+            value, ensure_ascii=False, indent=indent
+        )
+        env.globals["raise_exception"] = _raise_exception
+        env.globals["strftime_now"] = _strftime_now
+        self._template = env.from_string(chat_template or _CHATML)
+        self._bos_token = bos_token
+        self._eos_token = eos_token
+        self._bos_id = tokenizer.token_to_id(bos_token) if bos_token else None
+        self._add_bos = add_bos and self._bos_id is not None
+        ids = set(eos_token_ids)
+        for text in _END_OF_TURN:
+            if (token_id := tokenizer.token_to_id(text)) is not None:
+                ids.add(token_id)
+        self.eos_token_ids: frozenset[int] = frozenset(ids)
+
+    @classmethod
+    def from_gguf(cls, meta: dict[str, Any]) -> ChatTokenizer:
+        """Rebuild the tokenizer stored in GGUF metadata (byte-level BPE models only)."""
+        kind = meta.get("tokenizer.ggml.model")
+        if kind != "gpt2":
+            raise TokenizerError(
+                f"GGUF tokenizer model {kind!r} is not supported (only byte-level BPE, 'gpt2'); "
+                "convert the model to an mlx-lm directory instead"
+            )
+        tokens: list[str] = meta["tokenizer.ggml.tokens"]
+        merges = [tuple(m.split(" ", 1)) for m in meta["tokenizer.ggml.merges"]]
+        vocab = {token: index for index, token in enumerate(tokens)}
+        tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False))
+        tokenizer.pre_tokenizer = _pre_tokenizer(str(meta.get("tokenizer.ggml.pre", "default")))
+        tokenizer.decoder = decoders.ByteLevel()
+        types: list[int] = meta.get("tokenizer.ggml.token_type", [])
+        tokenizer.add_special_tokens(
+            [
+                AddedToken(tokens[i], special=True, normalized=False)
+                for i, kind_ in enumerate(types)
+                if kind_ in _SPECIAL_TYPES
+            ]
+        )
+
+        def token(key: str) -> str | None:
+            index = meta.get(f"tokenizer.ggml.{key}_token_id")
+            return tokens[int(index)] if index is not None and int(index) < len(tokens) else None
+
+        eos = meta.get("tokenizer.ggml.eos_token_id")
+        return cls(
+            tokenizer,
+            chat_template=meta.get("tokenizer.chat_template"),
+            bos_token=token("bos"),
+            eos_token=token("eos"),
+            eos_token_ids=[int(eos)] if eos is not None else [],
+            add_bos=bool(meta.get("tokenizer.ggml.add_bos_token", False)),
+        )
+
+    @classmethod
+    def from_directory(cls, path: Path) -> ChatTokenizer:
+        """Load `tokenizer.json` and the chat template of a Hugging Face / mlx-lm directory."""
+        if not (path / "tokenizer.json").is_file():
+            raise TokenizerError(f"{path} has no tokenizer.json")
+        tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        config = _read_json(path / "tokenizer_config.json")
+        template = config.get("chat_template")
+        if (path / "chat_template.jinja").is_file():
+            template = (path / "chat_template.jinja").read_text(encoding="utf-8")
+        elif (path / "chat_template.json").is_file():
+            template = _read_json(path / "chat_template.json").get("chat_template")
+        if isinstance(template, list):  # named templates: take the default one
+            named = {t.get("name"): t.get("template") for t in template}
+            template = named.get("default")
+        eos_ids: list[int] = []
+        for source in (
+            _read_json(path / "generation_config.json"),
+            _read_json(path / "config.json"),
+        ):
+            value = source.get("eos_token_id")
+            eos_ids.extend(value if isinstance(value, list) else [] if value is None else [value])
+        return cls(
+            tokenizer,
+            chat_template=template if isinstance(template, str) else None,
+            bos_token=_token_text(config.get("bos_token")),
+            eos_token=_token_text(config.get("eos_token")),
+            eos_token_ids=[int(i) for i in eos_ids],
+            add_bos=False,  # HF templates write the BOS text themselves
+        )
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of token ids, special tokens included."""
+        return int(self._tokenizer.get_vocab_size(with_added_tokens=True))
+
+    def render(self, turns: Sequence[Turn]) -> str:
+        """The prompt text for `turns`.
+
+        Ends with the template's generation prompt when the last turn is user or system; when it
+        is an assistant turn (a prefill) it ends exactly at the end of that turn's text.
+        """
+        prefill = turns[-1].text if turns and turns[-1].role == "assistant" else None
+        messages = [{"role": t.role, "content": t.text} for t in turns]
+        if prefill is not None:
+            messages[-1]["content"] = _PREFILL_MARK
+        text = self._template.render(
+            messages=messages,
+            add_generation_prompt=prefill is None,
+            bos_token=self._bos_token or "",
+            eos_token=self._eos_token or "",
+        )
+        if prefill is None:
+            return text
+        cut = text.rfind(_PREFILL_MARK)
+        if cut < 0:
+            raise TokenizerError("the chat template dropped the final assistant turn")
+        return text[:cut] + prefill
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text`; special-token text such as `<|im_start|>` maps to its id."""
+        ids: list[int] = self._tokenizer.encode(text, add_special_tokens=False).ids
+        if self._add_bos and (not ids or ids[0] != self._bos_id) and self._bos_id is not None:
+            ids.insert(0, self._bos_id)
+        return ids
+
+    def encode_turns(self, turns: Sequence[Turn]) -> list[int]:
+        """Prompt token ids of a conversation: what generation feeds the model."""
+        return self.encode(self.render(turns))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of `ids`; incomplete UTF-8 sequences come out as U+FFFD."""
+        return str(self._tokenizer.decode(list(ids), skip_special_tokens=False))
+
+    def stream_decoder(self) -> StreamDecoder:
+        """A fresh incremental detokenizer for one generation."""
+        return StreamDecoder(self.decode)
+
+
+class StreamDecoder:
+    """Turns tokens into text one at a time without ever splitting a character.
+
+    Decodes a small window of recent tokens and releases new text only when it does not end
+    in U+FFFD (an incomplete UTF-8 sequence); the window keeps the decoder's context, so
+    leading-space handling matches a full decode.
+    """
+
+    def __init__(self, decode: Callable[[Sequence[int]], str]) -> None:
+        """`decode` maps token ids to text (lossy on incomplete UTF-8)."""
+        self._decode = decode
+        self._tokens: list[int] = []
+        self._prefix = 0  # window start: tokens before it are settled
+        self._read = 0  # tokens before it have had their text released
+
+    def push(self, token: int) -> str:
+        """Add a token; return the newly completed text (maybe empty)."""
+        self._tokens.append(token)
+        done = self._decode(self._tokens[self._prefix : self._read])
+        text = self._decode(self._tokens[self._prefix :])
+        if len(text) > len(done) and not text.endswith("\ufffd"):
+            self._prefix, self._read = self._read, len(self._tokens)
+            return text[len(done) :]
+        return ""
+
+    def flush(self) -> str:
+        """Release whatever is held back (incomplete bytes become U+FFFD)."""
+        done = self._decode(self._tokens[self._prefix : self._read])
+        text = self._decode(self._tokens[self._prefix :])
+        self._prefix = self._read = len(self._tokens)
+        return text[len(done) :]
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return data if isinstance(data, dict) else {}
+
+
+def _token_text(value: Any) -> str | None:
+    # tokenizer_config.json writes special tokens as strings or as AddedToken dicts.
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) else None

@@ -1,0 +1,189 @@
+"""Worker side of `MLXEngine`: everything here runs on the engine's single worker thread.
+
+Importing this module imports `mlx.core`, so only `mlx.py` imports it, inside the worker
+thread, after `blas.enable_fast_blas` has run.
+
+The scheduler is the seam for continuous batching. `RoundRobinScheduler` advances each active
+generation by one unit of work in turn (a prefill chunk or one decoded token), each with its own
+KV cache. A scheduler built on mlx-lm's `BatchGenerator` can replace it behind the same calls
+(`add`, `step`, `fail_all`, `__len__`): `add` becomes `insert`, `step` becomes `next()` with
+tokens routed to each job's `TokenOutput` by uid, and cancelled jobs are `remove`d. Token
+accounting, end-of-turn handling and detokenisation live in `TokenOutput`, shared by any
+scheduler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import mlx.core as mx
+from mlx_lm.models.cache import make_prompt_cache
+from mlx_lm.sample_utils import make_sampler
+
+from .base import EngineDelta, Sampling
+
+if TYPE_CHECKING:
+    import asyncio
+    from collections.abc import Callable
+
+    from .tokenizer import ChatTokenizer
+
+__all__ = ["Job", "RoundRobinScheduler", "Scheduler", "TokenOutput"]
+
+# Prompt tokens fed per step: long prompts are prefilled in chunks so that other generations
+# keep streaming and a cancelled request stops within about a second, at little cost to
+# prefill speed (BLAS is already efficient at 256 rows).
+PREFILL_CHUNK = 256
+
+
+@dataclass(eq=False, slots=True)
+class Job:
+    """One generation request as the worker sees it, and the way back to its consumer."""
+
+    prompt: list[int]
+    max_tokens: int  # > 0, already capped to what the context window allows
+    sampling: Sampling
+    loop: asyncio.AbstractEventLoop
+    queue: asyncio.Queue[EngineDelta | BaseException]
+    # Set from the event loop when the consumer goes away; the worker checks it every step.
+    cancelled: bool = False
+
+    def emit(self, item: EngineDelta | BaseException) -> None:
+        """Hand a delta or an error to the consumer's event loop (thread-safe)."""
+        try:
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+        except RuntimeError:  # the loop is closed: nobody is listening any more
+            self.cancelled = True
+
+
+class TokenOutput:
+    """Turns one job's sampled tokens into deltas.
+
+    Counts every generated token (an end-of-turn token included), ends with "stop" on an
+    end-of-turn token (its text not emitted) or "length" at `max_tokens`, and emits only
+    whole characters.
+    """
+
+    def __init__(self, job: Job, tokenizer: ChatTokenizer) -> None:
+        """Start the output of `job`."""
+        self._job = job
+        self._eos = tokenizer.eos_token_ids
+        self._decoder = tokenizer.stream_decoder()
+        self.count = 0
+
+    def feed(self, token: int) -> bool:
+        """Account for one sampled token; return True when the generation is finished."""
+        self.count += 1
+        if token in self._eos:
+            self._job.emit(EngineDelta(self._decoder.flush(), self.count, "stop"))
+            return True
+        text = self._decoder.push(token)
+        if self.count >= self._job.max_tokens:
+            self._job.emit(EngineDelta(text + self._decoder.flush(), self.count, "length"))
+            return True
+        if text:
+            self._job.emit(EngineDelta(text, self.count))
+        return False
+
+
+class Scheduler(Protocol):
+    """How the worker loop drives generation; see the module docstring."""
+
+    def add(self, job: Job) -> None:
+        """Start generating for `job`."""
+        ...
+
+    def step(self) -> None:
+        """Do one unit of work for every active job; drop finished and cancelled ones."""
+        ...
+
+    def fail_all(self, error: BaseException) -> None:
+        """End every active job with `error` (engine shutdown)."""
+        ...
+
+    def __len__(self) -> int:
+        """Number of active jobs."""
+        ...
+
+
+def make_job_sampler(sampling: Sampling) -> Callable[[Any], Any]:
+    """mlx-lm sampler for `sampling`: greedy at temperature 0, else top-k / top-p / temperature."""
+    return make_sampler(
+        temp=max(sampling.temperature, 0.0),
+        top_p=sampling.top_p if sampling.top_p is not None else 0.0,
+        top_k=sampling.top_k if sampling.top_k is not None else 0,
+    )
+
+
+class _Sequence:
+    """One job's model state: its KV cache, the tokens still to feed and its sampler."""
+
+    def __init__(self, job: Job, model: Any, tokenizer: ChatTokenizer) -> None:
+        self.job = job
+        self.output = TokenOutput(job, tokenizer)
+        self._model = model
+        self._cache = make_prompt_cache(model)
+        self._pending = mx.array(job.prompt, dtype=mx.uint32)
+        self._sampler = make_job_sampler(job.sampling)
+        self._greedy = job.sampling.temperature <= 0
+
+    def advance(self) -> bool:
+        """Feed one prefill chunk or decode one token; return True when finished."""
+        remaining = int(self._pending.shape[0])
+        if remaining > 1:
+            # All prompt tokens but the last: only the cache matters, so the logits of these
+            # positions (lazy in MLX) are never computed.
+            n = min(PREFILL_CHUNK, remaining - 1)
+            self._model(self._pending[None, :n], cache=self._cache)
+            mx.eval([c.state for c in self._cache])
+            self._pending = self._pending[n:]
+            return False
+        logits = self._model(self._pending[None], cache=self._cache)[:, -1, :]
+        if not self._greedy:
+            logits = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+        token = self._sampler(logits)
+        mx.eval(token)
+        self._pending = token.astype(mx.uint32)
+        return self.output.feed(int(token.item()))
+
+
+class RoundRobinScheduler:
+    """Advances active jobs one step each in turn, each with its own KV cache."""
+
+    def __init__(self, model: Any, tokenizer: ChatTokenizer) -> None:
+        """Schedule generations of `model`, detokenised with `tokenizer`."""
+        self._model = model
+        self._tokenizer = tokenizer
+        self._active: list[_Sequence] = []
+
+    def add(self, job: Job) -> None:
+        """Start generating for `job` (it gets its first step on the next `step`)."""
+        self._active.append(_Sequence(job, self._model, self._tokenizer))
+
+    def step(self) -> None:
+        """One prefill chunk or one token for every active job, in arrival order."""
+        for seq in list(self._active):
+            if seq.job.cancelled:
+                done = True
+            else:
+                try:
+                    done = seq.advance()
+                except Exception as exc:  # a failed generation must not stop the others
+                    seq.job.emit(exc)
+                    done = True
+            if done:
+                self._active.remove(seq)
+        if not self._active:
+            # Idle: give cached buffers back rather than hold the peak of the last burst.
+            mx.clear_cache()
+
+    def fail_all(self, error: BaseException) -> None:
+        """End every active job with `error` (engine shutdown)."""
+        for seq in self._active:
+            seq.job.emit(error)
+        self._active.clear()
+
+    def __len__(self) -> int:
+        """Number of active jobs."""
+        return len(self._active)
