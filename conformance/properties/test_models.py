@@ -6,6 +6,7 @@ from typing import Any
 
 from conformance.catalogue import Level, prop
 from conformance.checks import (
+    ConformanceFailure,
     expect,
     expect_equal,
     expect_error,
@@ -70,7 +71,14 @@ def test_models_002_pagination(target: Target) -> None:
         seen += [info["id"] for info in body["data"]]
         if not body["has_more"]:
             break
+        expect(body["last_id"] is not None, "a last_id on a page with has_more", body, reason="pagination")
         cursor = body["last_id"]
+    else:
+        raise ConformanceFailure(
+            "has_more false on the last page",
+            f"has_more still true after {len(everything) + 1} pages of one model",
+            reason="pagination",
+        )
     expect_equal(seen, everything, "models visited one page at a time", reason="pagination")
     if len(everything) > 1:
         back = page(target, limit="1", before_id=everything[-1])

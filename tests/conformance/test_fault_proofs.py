@@ -1,0 +1,109 @@
+"""Every property can fail, and the reference server passes it.
+
+The suite runs twice on the reference server (real MLX, tiny-random model, with an API key
+so the AUTH properties apply): once directly, where every property must PASS and the gate
+exit 0, and once through the fault proxy, where each property meets its own fault and must
+FAIL (MUST) or WARN (SHOULD), and the gate exit 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance.catalogue import REGISTRY, Level
+from conformance.launcher import reference_server
+from conformance.properties import load_all
+
+from .fault_proxy import FaultProxy, running_proxy
+from .faults import fault_catalogue
+
+pytestmark = [pytest.mark.mlx, pytest.mark.slow]
+
+API_KEY = "plumbline-proof-key"
+PROFILE = """
+name = "proof"
+deterministic = true
+max_silence_seconds = 2
+"""
+
+
+def run_suite(url: str, report_dir: Path, profile: Path) -> tuple[int, dict[str, Any]]:
+    command = [
+        sys.executable, "-m", "conformance",
+        "--target", url,
+        "--model", "tiny-random",
+        "--api-key", API_KEY,
+        "--profile", str(profile),
+        "--report-dir", str(report_dir),
+        "--seed", "1",
+    ]  # fmt: skip
+    env = {**os.environ, "PLUMBLINE_HYPOTHESIS_PROFILE": "ci"}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, check=False)
+    indexes = sorted(report_dir.glob("*/*/index.json"))
+    assert indexes, f"no report written:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.returncode, json.loads(indexes[-1].read_text())
+
+
+@pytest.fixture(scope="module")
+def reference_url(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    log = tmp_path_factory.mktemp("server") / "server.log"
+    with reference_server("tiny-random", log=log, api_key=API_KEY, args=["--ping-interval", "0.5"]) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("profile") / "proof.toml"
+    path.write_text(PROFILE)
+    return path
+
+
+def verdicts(index: dict[str, Any]) -> dict[str, str]:
+    return {p["id"]: p["verdict"] for p in index["properties"]}
+
+
+def test_every_property_has_exactly_one_fault():
+    load_all()
+    assert set(fault_catalogue(API_KEY)) == set(REGISTRY)
+
+
+def test_reference_server_passes_every_property(reference_url, profile, tmp_path):
+    code, index = run_suite(reference_url, tmp_path, profile)
+    load_all()
+    not_passing = {pid: v for pid, v in verdicts(index).items() if v != "PASS"}
+    assert not not_passing, json.dumps([p for p in index["properties"] if p["id"] in not_passing], indent=1)[
+        :6000
+    ]
+    assert set(verdicts(index)) == set(REGISTRY)
+    assert code == 0
+    assert {"index.json", "summary.md", "report.html", "junit.xml"} <= {
+        p.name for p in (tmp_path / "proof").glob("*/*")
+    }
+
+
+def test_each_property_fails_on_its_fault(reference_url, profile, tmp_path):
+    load_all()
+    proxy = FaultProxy(reference_url, fault_catalogue(API_KEY))
+    with running_proxy(proxy) as url:
+        code, index = run_suite(url, tmp_path, profile)
+    expected = {pid: ("FAIL" if prop.level is Level.MUST else "WARN") for pid, prop in REGISTRY.items()}
+    got = verdicts(index)
+    wrong = {pid: got.get(pid) for pid in expected if got.get(pid) != expected[pid]}
+    details = [p for p in index["properties"] if p["id"] in wrong]
+    assert not wrong, f"{wrong}\n{json.dumps(details, indent=1)[:6000]}"
+    assert set(proxy.applied) == set(REGISTRY), "every fault was exercised"
+    assert code == 1
+    # Every failure carries evidence with a curl line that reproduces it.
+    for prop in index["properties"]:
+        case = tmp_path / "proof" / index["run_id"] / (prop["evidence_file"] or "missing")
+        assert case.exists(), prop["id"]
+        exchanges = json.loads(case.read_text())["exchanges"]
+        assert exchanges, prop["id"]
+        assert exchanges[-1]["curl"].startswith("curl "), prop["id"]
