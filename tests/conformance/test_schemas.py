@@ -216,14 +216,10 @@ def test_descriptions_are_gone_but_properties_named_description_stay() -> None:
 def test_spec_constraints_that_matter_are_kept() -> None:
     params = schemas.load_openapi()["components"]["schemas"]["CreateMessageParams"]
     assert params["additionalProperties"] is False
-    assert {"temperature", "top_p", "top_k", "stream", "speed", "diagnostics"} <= set(
-        params["properties"]
-    )
+    assert {"temperature", "top_p", "top_k", "stream", "speed", "diagnostics"} <= set(params["properties"])
 
 
-def test_schemas_dir_prefers_the_wheel_copy(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_schemas_dir_prefers_the_wheel_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     package = tmp_path / "conformance"
     (package / "_schemas").mkdir(parents=True)
     shutil.copy(Path(schemas.__file__), package / "schemas.py")

@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+from conformance.catalogue import Citation, Level, Property
+from conformance.reporting import write_reports
+from conformance.verdicts import Result, Verdict, compute_gate
+
+CITE = Citation("https://example.invalid/docs#x", "a <requirement>")
+RUN = {
+    "run_id": "r1",
+    "suite": {"name": "plumbline", "version": "0.1.0", "sdk": "2.14.0"},
+    "target": {
+        "url": "http://t",
+        "model": "m",
+        "slug": "t",
+        "profile": None,
+        "deterministic": False,
+        "features": [],
+    },
+    "seed": 7,
+    "strict": False,
+    "baseline": None,
+    "started_at": "2026-11-30T00:00:00+00:00",
+    "duration_s": 1.5,
+    "python": "3.11",
+}
+
+
+def results() -> list[Result]:
+    evidence = [
+        {
+            "request": {"method": "POST", "url": "http://t/v1/messages"},
+            "response": {"status": 422},
+            "curl": "curl -X POST http://t",
+        }
+    ]
+    return [
+        Result(Property("MSG-001", Level.MUST, "shape", CITE), Verdict.PASS, 0.2),
+        Result(
+            Property("ERR-003", Level.MUST, "unknown <field>", CITE),
+            Verdict.FAIL,
+            0.3,
+            reason="wrong-status",
+            expected="HTTP status 400",
+            actual="HTTP 422",
+            evidence=evidence,
+        ),
+        Result(
+            Property("MSG-008", Level.SHOULD, "prefill", CITE), Verdict.WARN, 0.1, expected="x", actual="y"
+        ),
+        Result(Property("TOOL-001", Level.MUST, "tools", CITE), Verdict.UNSUPPORTED, 0.0, message="no tools"),
+    ]
+
+
+def test_the_four_reports_agree(tmp_path):
+    items = results()
+    gate = compute_gate(items, {}, strict=False, harness_failed=False)
+    out = write_reports(tmp_path / "run", RUN, items, gate)
+    index = json.loads((out / "index.json").read_text())
+    assert index["counts"] == {"PASS": 1, "FAIL": 1, "WARN": 1, "UNSUPPORTED": 1, "SKIP": 0, "ERROR": 0}
+    assert index["gate"]["new_failures"] == ["ERR-003"]
+    assert index["seed"] == 7
+    failed = next(p for p in index["properties"] if p["id"] == "ERR-003")
+    assert failed["evidence_file"] == "cases/ERR-003.json"
+    case = json.loads((out / failed["evidence_file"]).read_text())
+    assert case["exchanges"][0]["curl"].startswith("curl ")
+
+    suite = ET.parse(out / "junit.xml").getroot()
+    assert suite.get("tests") == "4"
+    assert suite.get("failures") == "1"
+    names = [case.get("name") for case in suite.iter("testcase")]
+    assert len(names) == 4
+    assert any(case.find("failure") is not None for case in suite.iter("testcase"))
+
+    summary = (out / "summary.md").read_text()
+    assert "ERR-003" in summary
+    assert "MSG-001" not in summary  # passes are counted, not listed
+
+    page = (out / "report.html").read_text()
+    assert page.index("ERR-003") < page.index("MSG-001")  # failures first
+    assert "unknown &lt;field&gt;" in page  # escaped
+    assert "<script" not in page
+    assert "http" not in page.split("<style>")[1].split("</style>")[0]  # no external assets

@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from conformance.profile import load_profile
+from conformance.target import Exchange, TargetConfig
+
+
+def exchange() -> Exchange:
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "it's"}]}).encode()
+    return Exchange(
+        method="POST",
+        url="http://127.0.0.1:8000/v1/messages",
+        request_headers={
+            "x-api-key": "sk-secret",
+            "authorization": "Bearer sk-secret",
+            "content-type": "application/json",
+            "content-length": "9",
+        },
+        request_body=body,
+    )
+
+
+def test_evidence_redacts_credentials():
+    evidence = exchange().as_evidence()
+    dumped = json.dumps(evidence)
+    assert "sk-secret" not in dumped
+    assert evidence["request"]["headers"]["authorization"] == "Bearer <redacted>"
+    assert evidence["request"]["body"]["model"] == "m"
+
+
+def test_curl_line_replays_the_request_without_the_secret():
+    line = exchange().curl()
+    assert "sk-secret" not in line
+    assert "$PLUMBLINE_API_KEY" in line
+    words = shlex.split(line.replace("$PLUMBLINE_API_KEY", "KEY"))
+    assert words[:6] == ["curl", "-sS", "-N", "-X", "POST", "http://127.0.0.1:8000/v1/messages"]
+    body = json.loads(words[words.index("--data-binary") + 1])
+    assert body["messages"][0]["content"] == "it's"
+    assert "content-length: 9" not in line
+
+
+def test_slug_and_auth_headers():
+    config = TargetConfig(url="http://127.0.0.1:8123", model="m", api_key="k", auth_header="bearer")
+    assert config.slug == "127.0.0.1-8123"
+    assert config.auth_headers() == {"authorization": "Bearer k"}
+    assert TargetConfig(url="http://h:1", model="m").auth_headers() == {}
+
+
+def test_profile_loading(tmp_path):
+    path = tmp_path / "p.toml"
+    path.write_text(
+        'name = "x"\ndeterministic = true\nbaseline = "b.toml"\n[features]\ntools = true\nimages = false\n'
+    )
+    profile = load_profile(path)
+    assert (profile.name, profile.deterministic, profile.features) == ("x", True, frozenset({"tools"}))
+    assert profile.baseline == (tmp_path / "b.toml").resolve()
+    path.write_text("colour = 1\n")
+    with pytest.raises(ValueError, match="colour"):
+        load_profile(path)
+
+
+def test_list_prints_the_catalogue_without_a_target():
+    done = subprocess.run(
+        [sys.executable, "-m", "conformance", "--list"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={"COLUMNS": "250", "PATH": ""},
+    )
+    assert "STREAM-002" in done.stdout
+    assert "MUST" in done.stdout

@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+import pytest
+
+from conformance.catalogue import Citation, Level, Property
+from conformance.verdicts import (
+    EXIT_CONFORMANT,
+    EXIT_FAILED,
+    EXIT_HARNESS,
+    Result,
+    Verdict,
+    compute_gate,
+    load_baseline,
+    write_baseline,
+)
+
+CITE = Citation("https://example.invalid/docs#x", "a requirement")
+
+
+def result(pid: str, verdict: Verdict, level: Level = Level.MUST, actual: str | None = None) -> Result:
+    return Result(Property(pid, level, pid.lower(), CITE), verdict, 0.1, actual=actual)
+
+
+def test_all_pass_is_conformant():
+    gate = compute_gate([result("MSG-001", Verdict.PASS)], {}, strict=False, harness_failed=False)
+    assert gate.exit_code == EXIT_CONFORMANT
+
+
+def test_new_failure_fails_the_gate():
+    gate = compute_gate([result("MSG-001", Verdict.FAIL)], {}, strict=False, harness_failed=False)
+    assert (gate.exit_code, gate.new_failures) == (EXIT_FAILED, ("MSG-001",))
+
+
+def test_expected_failure_passes_the_gate():
+    gate = compute_gate(
+        [result("MSG-001", Verdict.FAIL)], {"MSG-001": "known"}, strict=False, harness_failed=False
+    )
+    assert (gate.exit_code, gate.expected_failures) == (EXIT_CONFORMANT, ("MSG-001",))
+
+
+def test_stale_baseline_entry_fails_the_gate():
+    gate = compute_gate(
+        [result("MSG-001", Verdict.PASS)], {"MSG-001": "fixed now"}, strict=False, harness_failed=False
+    )
+    assert (gate.exit_code, gate.stale_entries) == (EXIT_FAILED, ("MSG-001",))
+
+
+def test_baseline_entries_for_properties_not_run_are_not_stale():
+    gate = compute_gate(
+        [result("MSG-001", Verdict.PASS)], {"STREAM-003": "x"}, strict=False, harness_failed=False
+    )
+    assert gate.exit_code == EXIT_CONFORMANT
+
+
+@pytest.mark.parametrize(("strict", "code"), [(False, EXIT_CONFORMANT), (True, EXIT_FAILED)])
+def test_warn_gates_only_under_strict(strict, code):
+    results = [result("MSG-008", Verdict.WARN, Level.SHOULD)]
+    assert compute_gate(results, {}, strict=strict, harness_failed=False).exit_code == code
+
+
+def test_harness_errors_win():
+    results = [result("MSG-001", Verdict.FAIL), result("MSG-002", Verdict.ERROR)]
+    gate = compute_gate(results, {}, strict=False, harness_failed=False)
+    assert (gate.exit_code, gate.errors) == (EXIT_HARNESS, ("MSG-002",))
+    assert compute_gate([], {}, strict=False, harness_failed=True).exit_code == EXIT_HARNESS
+
+
+@pytest.mark.parametrize("verdict", [Verdict.UNSUPPORTED, Verdict.SKIP])
+def test_unsupported_and_skip_never_gate(verdict):
+    assert compute_gate([result("TOOL-001", verdict)], {}, strict=True, harness_failed=False).exit_code == 0
+
+
+def test_baseline_round_trip(tmp_path):
+    path = tmp_path / "b" / "target.toml"
+    results = [
+        result("MSG-001", Verdict.FAIL, actual='HTTP 422: {"detail": "x"}\nmore'),
+        result("MSG-008", Verdict.WARN, Level.SHOULD),
+        result("MSG-002", Verdict.PASS),
+    ]
+    assert write_baseline(path, results, strict=False, target="t") == 1
+    assert load_baseline(path) == {"MSG-001": 'HTTP 422: {"detail": "x"}\nmore'}
+    write_baseline(path, results, strict=True, target="t")
+    assert set(load_baseline(path)) == {"MSG-001", "MSG-008"}
+    gate = compute_gate(results, load_baseline(path), strict=True, harness_failed=False)
+    assert gate.exit_code == EXIT_CONFORMANT
+
+
+def test_missing_baseline_is_empty(tmp_path):
+    assert load_baseline(tmp_path / "none.toml") == {}
+    assert load_baseline(None) == {}
