@@ -143,7 +143,6 @@ class MLXEngine:
 
     def __init__(self, source: ModelSource, loader: Callable[[], _Loaded]) -> None:
         """Start the worker thread, run `loader` on it and wait until the model is ready."""
-        self._source = source
         self._inbox: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._scheduler: Scheduler | None = None
         # Guards `_closed` together with queueing, so no job lands behind the stop marker.
@@ -158,7 +157,8 @@ class MLXEngine:
         if isinstance(loaded, BaseException):
             self._thread.join()
             raise loaded
-        self._loaded = loaded
+        # Only the worker thread keeps the model, so it is freed when the worker ends.
+        self._tokenizer = loaded.tokenizer
         self._card = ModelCard(
             id=source.id,
             display_name=loaded.display_name,
@@ -170,7 +170,7 @@ class MLXEngine:
     @property
     def tokenizer(self) -> ChatTokenizer:
         """The model's tokenizer and chat template (thread-safe, no MLX)."""
-        return self._loaded.tokenizer
+        return self._tokenizer
 
     @property
     def active_requests(self) -> int:
@@ -204,7 +204,7 @@ class MLXEngine:
         if request.model != self._card.id:
             raise UnknownModelError(f"this engine serves {self._card.id!r}, not {request.model!r}")
         # Tokenizing is CPU work without MLX: off the event loop, and off the worker too.
-        tokens = await asyncio.to_thread(self._loaded.tokenizer.encode_turns, request.turns)
+        tokens = await asyncio.to_thread(self._tokenizer.encode_turns, request.turns)
         if len(tokens) > self._card.context_window:
             raise PromptTooLongError(len(tokens), self._card.context_window)
         return tokens
@@ -255,6 +255,7 @@ class MLXEngine:
             return
         self._scheduler = scheduler
         ready.put(loaded)
+        del loaded
         try:
             self._serve(scheduler)
         except BaseException as exc:
@@ -263,6 +264,11 @@ class MLXEngine:
             raise
         finally:
             self._drain(EngineClosedError("the engine is closed"))
+            self._scheduler = None
+            del scheduler
+            import mlx.core as mx
+
+            mx.clear_cache()
 
     def _serve(self, scheduler: Scheduler) -> None:
         while True:

@@ -112,7 +112,9 @@ class ChatTokenizer:
         self._bos_id = tokenizer.token_to_id(bos_token) if bos_token else None
         self._add_bos = add_bos and self._bos_id is not None
         ids = set(eos_token_ids)
-        for text in _END_OF_TURN:
+        for text in (eos_token, *_END_OF_TURN):
+            if text is None:
+                continue
             if (token_id := tokenizer.token_to_id(text)) is not None:
                 ids.add(token_id)
         self.eos_token_ids: frozenset[int] = frozenset(ids)

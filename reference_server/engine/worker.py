@@ -159,7 +159,10 @@ class RoundRobinScheduler:
 
     def add(self, job: Job) -> None:
         """Start generating for `job` (it gets its first step on the next `step`)."""
-        self._active.append(_Sequence(job, self._model, self._tokenizer))
+        try:
+            self._active.append(_Sequence(job, self._model, self._tokenizer))
+        except Exception as exc:  # this request fails, the worker carries on
+            job.emit(exc)
 
     def step(self) -> None:
         """One prefill chunk or one token for every active job, in arrival order."""

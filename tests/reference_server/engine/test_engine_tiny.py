@@ -172,9 +172,15 @@ def test_unknown_model_is_rejected(tiny_engine: Any, collect: Any) -> None:
         collect(tiny_engine, other)
 
 
-def test_closed_engine_refuses_requests(smollm2_gguf: Any, collect: Any) -> None:
+def test_closed_engine_refuses_requests_and_frees_the_model(smollm2_gguf: Any, collect: Any) -> None:
+    import mlx.core as mx
+
+    before = mx.get_active_memory()
     engine = load_engine("tiny-random", seed=1)
+    loaded = mx.get_active_memory()
+    assert loaded - before > 20e6  # two 49152 x 64 float32 matrices, at least
     asyncio.run(engine.aclose())
+    assert mx.get_active_memory() - before < 1e6
     asyncio.run(engine.aclose())  # idempotent
     with pytest.raises(EngineClosedError):
         collect(engine, request())
