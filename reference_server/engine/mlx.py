@@ -247,9 +247,9 @@ class MLXEngine:
     def _run(self, loader: Callable[[], _Loaded], ready: queue.SimpleQueue[Any]) -> None:
         try:
             loaded = loader()
-            from .worker import RoundRobinScheduler
+            from .worker import make_scheduler
 
-            scheduler = RoundRobinScheduler(loaded.model, loaded.tokenizer)
+            scheduler = make_scheduler(loaded.model, loaded.tokenizer)
         except BaseException as exc:
             ready.put(exc)
             return

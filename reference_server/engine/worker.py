@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from .tokenizer import ChatTokenizer
 
-__all__ = ["Job", "RoundRobinScheduler", "Scheduler", "TokenOutput"]
+__all__ = ["Job", "RoundRobinScheduler", "Scheduler", "TokenOutput", "make_scheduler"]
 
 # Prompt tokens fed per step: long prompts are prefilled in chunks so that other generations
 # keep streaming and a cancelled request stops within about a second, at little cost to
@@ -190,3 +190,8 @@ class RoundRobinScheduler:
     def __len__(self) -> int:
         """Number of active jobs."""
         return len(self._active)
+
+
+def make_scheduler(model: Any, tokenizer: ChatTokenizer) -> Scheduler:
+    """The scheduler the engine's worker uses: the one place to switch to continuous batching."""
+    return RoundRobinScheduler(model, tokenizer)

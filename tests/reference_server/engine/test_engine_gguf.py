@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from reference_server.engine.gguf import GGUFError, llama_args_from_metadata, mlx_name
@@ -82,3 +86,95 @@ def test_missing_metadata_is_named() -> None:
     meta = {k: v for k, v in SMOLLM2_META.items() if k != "llama.block_count"}
     with pytest.raises(GGUFError, match=r"llama\.block_count"):
         llama_args_from_metadata(meta, tied=False)
+
+
+def _metadata_array(value: Any) -> Any:
+    import mlx.core as mx
+
+    if isinstance(value, bool):
+        return mx.array(value)
+    if isinstance(value, int):
+        return mx.array(value, dtype=mx.uint32)
+    if isinstance(value, float):
+        return mx.array(value, dtype=mx.float32)
+    if isinstance(value, list) and value and isinstance(value[0], int):
+        return mx.array(value, dtype=mx.int32)
+    return value
+
+
+@pytest.mark.mlx
+def test_llama_gguf_file_is_served(tmp_path: Path, smollm2_gguf: Path, collect: Any) -> None:
+    import mlx.core as mx
+
+    from reference_server.engine import EngineRequest, Sampling, Turn, load_engine
+    from reference_server.engine.gguf import read_gguf
+
+    _, meta = read_gguf(smollm2_gguf)
+    tokenizer_meta = {k: v for k, v in meta.items() if k.startswith("tokenizer.")}
+    shapes = {"token_embd": (49152, 64), "output": (49152, 64), "output_norm": (64,)}
+    for layer in range(2):
+        for part, shape in {
+            "attn_norm": (64,),
+            "attn_q": (64, 64),
+            "attn_k": (32, 64),
+            "attn_v": (32, 64),
+            "attn_output": (64, 64),
+            "ffn_norm": (64,),
+            "ffn_gate": (128, 64),
+            "ffn_up": (128, 64),
+            "ffn_down": (64, 128),
+        }.items():
+            shapes[f"blk.{layer}.{part}"] = shape
+    mx.random.seed(5)
+    tensors = {f"{name}.weight": mx.random.normal(shape) * 0.5 for name, shape in shapes.items()}
+    metadata = {
+        **TINY_META,
+        **tokenizer_meta,
+        "general.name": "Tiny GGUF",
+    }
+    path = tmp_path / "Tiny-Llama.F32.gguf"
+    mx.save_gguf(str(path), tensors, {k: _metadata_array(v) for k, v in metadata.items()})
+
+    engine = load_engine(str(path))
+    try:
+        (card,) = engine.models()
+        assert (card.id, card.context_window) == ("tiny-llama.f32", 256)
+        req = EngineRequest("tiny-llama.f32", (Turn("user", "Hi"),), 8, Sampling(temperature=0))
+        deltas = collect(engine, req)
+        assert deltas == collect(engine, req)
+        assert deltas[-1].finish in ("length", "stop")
+    finally:
+        asyncio.run(engine.aclose())
+
+
+TINY_META = {
+    "general.architecture": "llama",
+    "llama.embedding_length": 64,
+    "llama.block_count": 2,
+    "llama.feed_forward_length": 128,
+    "llama.attention.head_count": 4,
+    "llama.attention.head_count_kv": 2,
+    "llama.attention.layer_norm_rms_epsilon": 1e-5,
+    "llama.vocab_size": 49152,
+    "llama.rope.freq_base": 10000.0,
+    "llama.context_length": 256,
+}
+
+
+@pytest.mark.mlx
+@pytest.mark.smollm2
+def test_quantized_and_dequantized_smollm2_agree(smollm2_gguf: Path, smollm2_tokenizer: Any) -> None:
+    # The quantized model (kept on Metal) infers bits and group size per layer from the shapes
+    # (4-bit layers, 8-bit embedding); the CPU path expands the same weights to float32.
+    import mlx.core as mx
+
+    from reference_server.engine.gguf import load_gguf_model
+
+    ids = mx.array([smollm2_tokenizer.encode("The capital of France is")])
+    quantized, _ = load_gguf_model(smollm2_gguf, dequantize=False)
+    expanded, _ = load_gguf_model(smollm2_gguf, dequantize=True)
+    q_logits = quantized(ids)[0, -1].astype(mx.float32)
+    f_logits = expanded(ids)[0, -1]
+    assert expanded.model.embed_tokens.weight.dtype == mx.float32
+    assert int(mx.argmax(q_logits)) == int(mx.argmax(f_logits))
+    assert float(mx.max(mx.abs(q_logits - f_logits))) < 0.05 * float(mx.max(mx.abs(f_logits)))
