@@ -81,6 +81,8 @@ def _target(args: argparse.Namespace, run_id: str) -> Iterator[tuple[str, str | 
     from conformance.launcher import ServerFailedToStart, reference_server
 
     console = Console(stderr=True)
+    # Our own server runs with a key, so the AUTH properties are judged too.
+    args.api_key = args.api_key or secrets.token_urlsafe(16)
     log = args.report_dir / "reference" / run_id / "server.log"
     console.print(f"starting the reference server ({args.server_model}); log: {log}")
     try:

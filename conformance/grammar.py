@@ -256,15 +256,11 @@ class _Checker:
         if self.deltas:
             self.flag("block-after-message-delta", f"block {index} starts after message_delta", i)
         elif self.open:
-            self.flag(
-                "interleaved-blocks", f"block {index} starts while {sorted(self.open)} open", i
-            )
+            self.flag("interleaved-blocks", f"block {index} starts while {sorted(self.open)} open", i)
         elif index != self.next_index:
             self.flag("index-gap", f"block index {index}, expected {self.next_index}", i)
         else:
-            filled = [
-                key for key, empty in _EMPTY_START.get(kind, {}).items() if block.get(key) != empty
-            ]
+            filled = [key for key, empty in _EMPTY_START.get(kind, {}).items() if block.get(key) != empty]
             if filled:
                 self.flag("block-start-not-empty", f"{kind} block starts with {filled}", i)
         self.open[index] = _Block(index, kind)

@@ -146,9 +146,7 @@ def _format_checker() -> FormatChecker:
 
 @cache
 def _validator(target: str) -> Draft202012Validator:
-    return Draft202012Validator(
-        {"$ref": target}, registry=registry(), format_checker=_format_checker()
-    )
+    return Draft202012Validator({"$ref": target}, registry=registry(), format_checker=_format_checker())
 
 
 def validate(target: str, instance: object) -> list[SchemaError]:
@@ -243,9 +241,7 @@ def validate_response(
         ]
     if media_type == "text/event-stream":
         return validate_event(body)
-    return validate(
-        _pointer("paths", path, method, "responses", key, "content", media_type, "schema"), body
-    )
+    return validate(_pointer("paths", path, method, "responses", key, "content", media_type, "schema"), body)
 
 
 # --- helpers ------------------------------------------------------------------------------------
@@ -321,9 +317,7 @@ def _to_schema_errors(error: ValidationError) -> list[SchemaError]:
     if not plausible:
         return [_schema_error(error, _no_branch_message(error))]
     # Several branches fit equally: report what they all agree on, if anything.
-    common = set.intersection(
-        *({(tuple(e.relative_path), e.message) for e in errs} for errs in plausible)
-    )
+    common = set.intersection(*({(tuple(e.relative_path), e.message) for e in errs} for errs in plausible))
     agreed = [e for e in plausible[0] if (tuple(e.relative_path), e.message) in common]
     if agreed:
         return [leaf for sub in agreed for leaf in _to_schema_errors(sub)]
@@ -335,11 +329,7 @@ def _rules_out(error: ValidationError) -> bool:
     relative = list(error.relative_path)
     if not relative and error.validator == "type":
         return True  # e.g. the null branch of a nullable field
-    return (
-        len(relative) == 1
-        and relative[0] in _DISCRIMINATORS
-        and error.validator in ("const", "enum")
-    )
+    return len(relative) == 1 and relative[0] in _DISCRIMINATORS and error.validator in ("const", "enum")
 
 
 def _no_branch_message(error: ValidationError) -> str:

@@ -51,9 +51,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         help="Linux CPU BLAS: auto (OpenBLAS when possible), openblas, or the bundled reference",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the tiny-random model")
-    parser.add_argument(
-        "--log-level", default="info", choices=["debug", "info", "warning", "error"]
-    )
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
     try:
         aliases = tuple(Alias.parse(spec) for spec in args.alias)
@@ -74,9 +72,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
 
 def main(argv: Sequence[str] | None = None) -> int:
     settings = parse_args(argv)
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s"
-    )
+    logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     if settings.api_key is None and not _is_loopback(settings.host):
         logging.getLogger("reference_server").warning(
             "serving on %s without an API key: anyone who can reach it can use it", settings.host

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 import string
+
 from litestar.types import Scope
 
 _ALPHABET = string.ascii_letters + string.digits

@@ -35,9 +35,7 @@ def _json(model: Any) -> Response[Any]:
 @post("/v1/messages", status_code=200)
 async def create_message(request: AnyRequest) -> Response[Any]:
     service = _service(request)
-    params = parse_body(
-        await request.body(), request.headers.get("content-type"), MessageCreateParams
-    )
+    params = parse_body(await request.body(), request.headers.get("content-type"), MessageCreateParams)
     prepared = await service.prepare(params)
     if params.stream:
         settings: Settings = request.app.state.settings
@@ -57,9 +55,7 @@ async def create_message(request: AnyRequest) -> Response[Any]:
 
 @post("/v1/messages/count_tokens", status_code=200)
 async def count_tokens(request: AnyRequest) -> Response[Any]:
-    params = parse_body(
-        await request.body(), request.headers.get("content-type"), MessageCountTokensParams
-    )
+    params = parse_body(await request.body(), request.headers.get("content-type"), MessageCountTokensParams)
     return _json(await _service(request).count_tokens(params))
 
 

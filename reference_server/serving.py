@@ -105,9 +105,7 @@ class MessagesService:
     async def _count(self, request: EngineRequest, context_window: int) -> int:
         tokens = await self.engine.count_tokens(request)
         if tokens >= context_window:
-            raise InvalidRequestError(
-                f"prompt is too long: {tokens} tokens > {context_window - 1} maximum"
-            )
+            raise InvalidRequestError(f"prompt is too long: {tokens} tokens > {context_window - 1} maximum")
         return tokens
 
     async def run(self, prepared: PreparedMessage) -> AsyncIterator[str | Outcome]:
@@ -191,11 +189,7 @@ class MessagesService:
         if block_open:
             yield RawContentBlockStopEvent(index=0)
         yield RawMessageDeltaEvent(
-            delta=MessageDelta(
-                stop_reason=outcome.stop_reason, stop_sequence=outcome.stop_sequence
-            ),
-            usage=MessageDeltaUsage(
-                output_tokens=outcome.output_tokens, input_tokens=prepared.input_tokens
-            ),
+            delta=MessageDelta(stop_reason=outcome.stop_reason, stop_sequence=outcome.stop_sequence),
+            usage=MessageDeltaUsage(output_tokens=outcome.output_tokens, input_tokens=prepared.input_tokens),
         )
         yield RawMessageStopEvent()

@@ -51,9 +51,7 @@ class StopMatcher:
             position = buffer.find(stop)
             # Earliest position wins; at the same position the longer sequence wins.
             if position >= 0 and (
-                best is None
-                or position < best[0]
-                or (position == best[0] and len(stop) > len(best[1]))
+                best is None or position < best[0] or (position == best[0] and len(stop) > len(best[1]))
             ):
                 best = (position, stop)
         return best

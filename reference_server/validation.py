@@ -47,9 +47,7 @@ def parse_body(raw: bytes, content_type: str | None, model: type[ParamsT]) -> Pa
     """Bytes → validated params, or the first problem as an InvalidRequestError."""
     media_type = (content_type or "").split(";", 1)[0].strip().lower()
     if media_type != "application/json":
-        raise InvalidRequestError(
-            f"content-type: expected application/json, got {content_type or 'nothing'}"
-        )
+        raise InvalidRequestError(f"content-type: expected application/json, got {content_type or 'nothing'}")
     try:
         data = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -111,17 +109,13 @@ def check_cache_breakpoints(params: PromptParams) -> None:
         found += sum(block.cache_control is not None for block in params.system)
     for message in params.messages:
         if not isinstance(message.content, str):
-            found += sum(
-                getattr(block, "cache_control", None) is not None for block in message.content
-            )
+            found += sum(getattr(block, "cache_control", None) is not None for block in message.content)
     found += sum(
-        isinstance(tool, dict) and tool.get("cache_control") is not None
-        for tool in params.tools or ()
+        isinstance(tool, dict) and tool.get("cache_control") is not None for tool in params.tools or ()
     )
     if found > MAX_CACHE_BREAKPOINTS:
         raise InvalidRequestError(
-            f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided."
-            f" Found {found}."
+            f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found {found}."
         )
 
 
@@ -158,9 +152,7 @@ def build_turns(params: PromptParams) -> tuple[Turn, ...]:
                 " optional final assistant message"
             )
         if index == last and message.role == "assistant" and text != text.rstrip():
-            raise InvalidRequestError(
-                "messages: final assistant content cannot end with trailing whitespace"
-            )
+            raise InvalidRequestError("messages: final assistant content cannot end with trailing whitespace")
         _append(turns, message.role, text)
     if all(turn.role == "system" for turn in turns):
         raise InvalidRequestError("messages: at least one user or assistant message is required")

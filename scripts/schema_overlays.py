@@ -249,9 +249,7 @@ def _toolset_name(schemas: Schemas, paths: Paths) -> None:
     "types/web_fetch_tool_result_error_code.py",
 )
 def _web_fetch_error_codes(schemas: Schemas, paths: Paths) -> None:
-    add_enum_values(
-        schemas["WebFetchToolResultErrorCode"], "url_not_in_prior_context", "content_too_large"
-    )
+    add_enum_values(schemas["WebFetchToolResultErrorCode"], "url_not_in_prior_context", "content_too_large")
 
 
 @overlay(
@@ -282,9 +280,7 @@ def _server_tools_capability(schemas: Schemas, paths: Paths) -> None:
         {"supported": {"type": "boolean"}, "code_execution": support, "web_search": support},
         ["code_execution", "supported", "web_search"],
     )
-    add_property(
-        schemas["ModelCapabilities"], "server_tools", ref("ServerToolsCapability"), required=True
-    )
+    add_property(schemas["ModelCapabilities"], "server_tools", ref("ServerToolsCapability"), required=True)
 
 
 @overlay(

@@ -47,9 +47,7 @@ def _request_speed(schemas: Schemas, paths: Paths) -> None:
     "types/diagnostics_param.py",
 )
 def _request_diagnostics(schemas: Schemas, paths: Paths) -> None:
-    schemas["DiagnosticsParam"] = obj(
-        {"previous_message_id": nullable({"type": "string"})}, [], closed=True
-    )
+    schemas["DiagnosticsParam"] = obj({"previous_message_id": nullable({"type": "string"})}, [], closed=True)
     add_property(schemas["CreateMessageParams"], "diagnostics", nullable(ref("DiagnosticsParam")))
 
 
@@ -78,9 +76,7 @@ def _system_messages(schemas: Schemas, paths: Paths) -> None:
     "types/thinking_config_between_tools_param.py",
 )
 def _thinking_between_tools(schemas: Schemas, paths: Paths) -> None:
-    schemas["ThinkingConfigBetweenTools"] = obj(
-        {"type": const("between_tools")}, ["type"], closed=True
-    )
+    schemas["ThinkingConfigBetweenTools"] = obj({"type": const("between_tools")}, ["type"], closed=True)
     add_union_member(schemas["ThinkingConfigParam"], "ThinkingConfigBetweenTools", "between_tools")
 
 
@@ -102,9 +98,7 @@ def _container_params(schemas: Schemas, paths: Paths) -> None:
         closed=True,
     )
     skills = nullable({"type": "array", "items": ref("SkillParams")})
-    schemas["ContainerParams"] = obj(
-        {"id": nullable({"type": "string"}), "skills": skills}, [], closed=True
-    )
+    schemas["ContainerParams"] = obj({"id": nullable({"type": "string"}), "skills": skills}, [], closed=True)
     container = schemas["CreateMessageParams"]["properties"]["container"]
     container["anyOf"].insert(0, ref("ContainerParams"))
 
@@ -119,9 +113,7 @@ def _image_transformations(schemas: Schemas, paths: Paths) -> None:
     schemas["ImageTransformations"] = obj(
         {"oversized_image": string_enum("downsize", "error")}, [], closed=True
     )
-    add_property(
-        schemas["RequestImageBlock"], "transformations", nullable(ref("ImageTransformations"))
-    )
+    add_property(schemas["RequestImageBlock"], "transformations", nullable(ref("ImageTransformations")))
 
 
 @overlay(
@@ -149,9 +141,7 @@ def _file_sources(schemas: Schemas, paths: Paths) -> None:
     "types/tool_search_tool_result_error_param.py",
 )
 def _tool_search_error_message(schemas: Schemas, paths: Paths) -> None:
-    add_property(
-        schemas["RequestToolSearchToolResultError"], "error_message", nullable({"type": "string"})
-    )
+    add_property(schemas["RequestToolSearchToolResultError"], "error_message", nullable({"type": "string"}))
 
 
 @overlay(
@@ -295,8 +285,7 @@ def _toolsets(schemas: Schemas, paths: Paths) -> None:
 
 @overlay(
     "browser_state_block",
-    "tool_result content may hold a `browser_state` block (tabs and state changes checked as "
-    "objects only).",
+    "tool_result content may hold a `browser_state` block (tabs and state changes checked as objects only).",
     "types/tool_result_block_param.py",
     "types/browser_state_block_param.py",
 )

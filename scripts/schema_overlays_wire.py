@@ -63,9 +63,7 @@ def _request_too_large(schemas: Schemas, paths: Paths) -> None:
         {"type": const("request_too_large"), "message": {"type": "string"}}, ["message", "type"]
     )
     for name in ("ErrorResponse", "ErrorEvent"):
-        add_union_member(
-            schemas[name]["properties"]["error"], "RequestTooLargeError", "request_too_large"
-        )
+        add_union_member(schemas[name]["properties"]["error"], "RequestTooLargeError", "request_too_large")
 
 
 @overlay(

@@ -53,9 +53,7 @@ def test_message_shape(client):
         "assistant",
         "scripted",
     )
-    assert message["content"] == [
-        {"type": "text", "text": "Hello, world. The end.", "citations": None}
-    ]
+    assert message["content"] == [{"type": "text", "text": "Hello, world. The end.", "citations": None}]
     assert (message["stop_reason"], message["stop_sequence"]) == ("end_turn", None)
     usage = message["usage"]
     assert usage["output_tokens"] == len("Hello, world. The end.") + 1  # + end-of-turn
@@ -71,9 +69,7 @@ def test_requested_model_id_is_echoed_for_aliases(client):
 
 
 def test_unknown_model_is_404(client):
-    payload = assert_error(
-        client.post("/v1/messages", json=body(model="gpt-4")), 404, "not_found_error"
-    )
+    payload = assert_error(client.post("/v1/messages", json=body(model="gpt-4")), 404, "not_found_error")
     assert payload["error"]["message"] == "model: gpt-4"
     assert_error(client.get("/v1/models/gpt-4"), 404, "not_found_error")
 
@@ -108,9 +104,7 @@ def test_context_window_bounds_generation():
         assert message["stop_reason"] == "model_context_window_exceeded"
         assert message["usage"]["output_tokens"] == 64 - prompt
         too_long = body(messages=[{"role": "user", "content": "y" * 80}])
-        payload = assert_error(
-            client.post("/v1/messages", json=too_long), 400, "invalid_request_error"
-        )
+        payload = assert_error(client.post("/v1/messages", json=too_long), 400, "invalid_request_error")
         assert payload["error"]["message"].startswith("prompt is too long")
 
 
@@ -127,9 +121,7 @@ def test_stop_sequence_matching_at_the_start_gives_no_empty_block(client):
 
 
 def test_prefill_is_continued(scripted_engine):
-    engine = ScriptedEngine(
-        lambda req: f" continued after {req.turns[-1].text!r}", model_id="scripted"
-    )
+    engine = ScriptedEngine(lambda req: f" continued after {req.turns[-1].text!r}", model_id="scripted")
     with make_client(engine) as client:
         client.headers.update(HEADERS)
         prefill = [*USER, {"role": "assistant", "content": "Well,"}]
@@ -163,9 +155,7 @@ def test_stream_accumulates_to_the_non_streamed_message(client, extra):
 def test_count_tokens_matches_usage(client):
     request = {"model": "scripted", "messages": USER, "system": "Be brief."}
     counted = client.post("/v1/messages/count_tokens", json=request).json()
-    used = client.post("/v1/messages", json=body(system="Be brief.")).json()["usage"][
-        "input_tokens"
-    ]
+    used = client.post("/v1/messages", json=body(system="Be brief.")).json()["usage"]["input_tokens"]
     assert counted == {"input_tokens": used}
     more = client.post("/v1/messages/count_tokens", json={**request, "system": "Be brief. Really."})
     assert more.json()["input_tokens"] > used

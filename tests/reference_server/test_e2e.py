@@ -49,7 +49,8 @@ def test_sdk_create(client):
     assert message.stop_reason in ("end_turn", "max_tokens")
     assert 0 < message.usage.output_tokens <= 12
     assert message.usage.input_tokens > 0
-    assert message._request_id and message._request_id.startswith("req_")
+    assert message._request_id
+    assert message._request_id.startswith("req_")
 
 
 def test_sdk_stream_equals_create(client):

@@ -76,9 +76,7 @@ def test_unexpected_failure_is_an_api_error_event(caplog):
         raise RuntimeError("boom")
         yield PingEvent()  # pragma: no cover
 
-    events = frames_to_events(
-        asyncio.run(collect(sse_frames(failing(), ping_interval=5, request_id="r")))
-    )
+    events = frames_to_events(asyncio.run(collect(sse_frames(failing(), ping_interval=5, request_id="r"))))
     assert events[0][1]["error"]["type"] == "api_error"
     assert "boom" not in events[0][1]["error"]["message"]  # internals are logged, not sent
 

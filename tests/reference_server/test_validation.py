@@ -49,9 +49,7 @@ def test_unknown_top_level_field_uses_the_api_wording():
 
 
 def test_unknown_field_in_a_block_has_the_dotted_path():
-    message = error_of(
-        messages=[{"role": "user", "content": [{"type": "text", "text": "a", "x": 1}]}]
-    )
+    message = error_of(messages=[{"role": "user", "content": [{"type": "text", "text": "a", "x": 1}]}])
     assert message == "messages.0.content.0.text.x: Extra inputs are not permitted"
 
 
@@ -97,9 +95,7 @@ def test_metadata_service_tier_cache_control_and_newer_sdk_fields_are_accepted()
         service_tier="standard_only",
         cache_control={"type": "ephemeral"},
         system=[{"type": "text", "text": "be brief", "cache_control": cc}],
-        messages=[
-            {"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": cc}]}
-        ],
+        messages=[{"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": cc}]}],
         speed="standard",
         diagnostics={"previous_message_id": None},
         inference_geo="us",
@@ -152,9 +148,7 @@ def test_consecutive_same_role_turns_are_merged_and_prefill_kept_last():
 
 
 def test_empty_final_assistant_message_is_no_prefill():
-    params = create(
-        messages=[{"role": "user", "content": "a"}, {"role": "assistant", "content": ""}]
-    )
+    params = create(messages=[{"role": "user", "content": "a"}, {"role": "assistant", "content": ""}])
     assert build_turns(params) == (Turn("user", "a"),)
 
 
@@ -209,11 +203,7 @@ def test_system_role_inside_messages_is_a_mid_conversation_system_turn():
             "messages.0.content.0: document input is not supported",
         ),
         (
-            {
-                "messages": [
-                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1"}]}
-                ]
-            },
+            {"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1"}]}]},
             "tool use",
         ),
     ],
@@ -240,9 +230,7 @@ def test_malformed_json_wrong_content_type_and_non_object():
         parse_body(b"{}", "text/plain", MessageCreateParams)
     with pytest.raises(InvalidRequestError, match="JSON object"):
         parse_body(b"[]", JSON, MessageCreateParams)
-    assert parse_body(
-        json.dumps(BASE).encode(), "application/json; charset=utf-8", MessageCreateParams
-    )
+    assert parse_body(json.dumps(BASE).encode(), "application/json; charset=utf-8", MessageCreateParams)
 
 
 def test_count_tokens_rejects_create_only_fields():
