@@ -123,6 +123,10 @@ def _load(source: ModelSource, blas: BlasInUse, seed: int) -> _Loaded:
         context = int(
             config.get("max_position_embeddings") or config.get("max_sequence_length") or TINY_RANDOM_CONTEXT
         )
+    if fast_cpu:
+        from .attention import install_numpy_softmax
+
+        install_numpy_softmax(model)
     _warm_up(model)
     return _Loaded(model, tokenizer, context, source.display_name)
 
