@@ -25,6 +25,7 @@ from .mlx import (
     load_engine,
 )
 from .sources import DEFAULT_MODEL, ModelNotFoundError
+from .tokenizer import TokenizerError
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -40,6 +41,7 @@ __all__ = [
     "PromptTooLongError",
     "Role",
     "Sampling",
+    "TokenizerError",
     "Turn",
     "UnknownModelError",
     "enable_fast_blas",

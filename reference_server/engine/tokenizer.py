@@ -203,12 +203,16 @@ class ChatTokenizer:
         messages = [{"role": t.role, "content": t.text} for t in turns]
         if prefill is not None:
             messages[-1]["content"] = _PREFILL_MARK
-        text = self._template.render(
-            messages=messages,
-            add_generation_prompt=prefill is None,
-            bos_token=self._bos_token or "",
-            eos_token=self._eos_token or "",
-        )
+        try:
+            text = self._template.render(
+                messages=messages,
+                add_generation_prompt=prefill is None,
+                bos_token=self._bos_token or "",
+                eos_token=self._eos_token or "",
+            )
+        except jinja2.TemplateError as exc:
+            # e.g. templates that only allow a system turn first: a bad request, not a crash.
+            raise TokenizerError(f"the chat template rejected this conversation: {exc}") from exc
         if prefill is None:
             return text
         cut = text.rfind(_PREFILL_MARK)

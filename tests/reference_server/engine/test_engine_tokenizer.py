@@ -93,3 +93,20 @@ def test_stream_decoder_holds_incomplete_utf8() -> None:
     assert decoder.flush() == "\ufffd"
     assert decoder.push(1) == ""
     assert decoder.push(0) == "\ufffda"
+
+
+def test_template_refusals_are_value_errors() -> None:
+    from tokenizers import Tokenizer, models
+
+    from reference_server.engine.tokenizer import ChatTokenizer, TokenizerError
+
+    strict = (
+        "{% for m in messages %}{% if m['role'] == 'system' and not loop.first %}"
+        "{{ raise_exception('System turns must come first') }}{% endif %}{{ m['content'] }}{% endfor %}"
+    )
+    tokenizer = ChatTokenizer(
+        Tokenizer(models.BPE()), chat_template=strict, bos_token=None, eos_token=None, eos_token_ids=[]
+    )
+    assert tokenizer.render([Turn("system", "a"), Turn("user", "b")]) == "ab"
+    with pytest.raises(TokenizerError, match="System turns must come first"):
+        tokenizer.render([Turn("user", "b"), Turn("system", "a")])
