@@ -17,15 +17,9 @@ from .base import (
     Turn,
 )
 from .blas import BlasMode, enable_fast_blas
-from .mlx import (
-    EngineClosedError,
-    MLXEngine,
-    PromptTooLongError,
-    UnknownModelError,
-    load_engine,
-)
+from .errors import EngineClosedError, PromptTooLongError, TokenizerError, UnknownModelError
+from .mlx import MLXEngine, load_engine
 from .sources import DEFAULT_MODEL, ModelNotFoundError
-from .tokenizer import TokenizerError
 
 __all__ = [
     "DEFAULT_MODEL",

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .base import EngineDelta, EngineRequest, ModelCard
 from .blas import BlasInUse, BlasMode, enable_fast_blas
+from .errors import EngineClosedError, PromptTooLongError, UnknownModelError
 from .sources import TINY_RANDOM_CONTEXT, ModelSource, resolve_model
 
 if TYPE_CHECKING:
@@ -38,24 +39,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
-
-
-class PromptTooLongError(ValueError):
-    """The rendered prompt has more tokens than the model's context window."""
-
-    def __init__(self, prompt_tokens: int, limit: int) -> None:
-        """Record the prompt's token count and the model's limit."""
-        super().__init__(f"prompt is too long: {prompt_tokens} tokens > {limit} maximum")
-        self.prompt_tokens = prompt_tokens
-        self.limit = limit
-
-
-class UnknownModelError(ValueError):
-    """The request names a model this engine does not serve."""
-
-
-class EngineClosedError(RuntimeError):
-    """The engine was closed (or its worker died) before or during the request."""
 
 
 @dataclass(frozen=True, slots=True)

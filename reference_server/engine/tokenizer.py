@@ -19,6 +19,8 @@ import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 
+from .errors import TokenizerError
+
 if TYPE_CHECKING:
     from .base import Turn
 
@@ -44,10 +46,6 @@ _CHATML = (
 )
 # Stands in for a prefill while rendering, so the cut lands exactly where its text starts.
 _PREFILL_MARK = "\x00plumbline-prefill\x00"
-
-
-class TokenizerError(ValueError):
-    """The model's tokenizer data is missing or in a form this module does not support."""
 
 
 def _pre_tokenizer(pre: str) -> Any:

@@ -103,12 +103,12 @@ def test_importing_the_package_does_not_load_mlx(tmp_path: Path) -> None:
         """
         import sys
         import reference_server.engine
-        print("mlx.core" in sys.modules)
+        print(sorted({"mlx", "mlx_lm", "tokenizers", "jinja2", "numpy"} & set(sys.modules)))
         """,
         tmp_path,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "False"
+    assert done.stdout.strip() == "[]"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux BLAS set-up")

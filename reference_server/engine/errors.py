@@ -1,0 +1,31 @@
+"""Engine errors, importable without MLX, `tokenizers` or jinja2 installed.
+
+All but `EngineClosedError` are `ValueError`s: the request cannot be served as given, which
+serving reports as a 400.
+"""
+
+from __future__ import annotations
+
+__all__ = ["EngineClosedError", "PromptTooLongError", "TokenizerError", "UnknownModelError"]
+
+
+class PromptTooLongError(ValueError):
+    """The rendered prompt has more tokens than the model's context window."""
+
+    def __init__(self, prompt_tokens: int, limit: int) -> None:
+        """Record the prompt's token count and the model's limit."""
+        super().__init__(f"prompt is too long: {prompt_tokens} tokens > {limit} maximum")
+        self.prompt_tokens = prompt_tokens
+        self.limit = limit
+
+
+class UnknownModelError(ValueError):
+    """The request names a model this engine does not serve."""
+
+
+class TokenizerError(ValueError):
+    """The tokenizer data is unsupported, or the chat template rejected the conversation."""
+
+
+class EngineClosedError(RuntimeError):
+    """The engine was closed (or its worker died) before or during the request."""
