@@ -107,12 +107,16 @@ class Scheduler(Protocol):
         ...
 
 
-def make_job_sampler(sampling: Sampling) -> Callable[[Any], Any]:
-    """mlx-lm sampler for `sampling`: greedy at temperature 0, else top-k / top-p / temperature."""
+def make_job_sampler(sampling: Sampling, vocab_size: int) -> Callable[[Any], Any]:
+    """mlx-lm sampler for `sampling`: greedy at temperature 0, else top-k / top-p / temperature.
+
+    A `top_k` of at least the vocabulary size restricts nothing (mlx-lm would reject it).
+    """
+    top_k = sampling.top_k or 0
     return make_sampler(
         temp=max(sampling.temperature, 0.0),
         top_p=sampling.top_p if sampling.top_p is not None else 0.0,
-        top_k=sampling.top_k if sampling.top_k is not None else 0,
+        top_k=top_k if 0 < top_k < vocab_size else 0,
     )
 
 
@@ -125,7 +129,7 @@ class _Sequence:
         self._model = model
         self._cache = make_prompt_cache(model)
         self._pending = mx.array(job.prompt, dtype=mx.uint32)
-        self._sampler = make_job_sampler(job.sampling)
+        self._sampler = make_job_sampler(job.sampling, tokenizer.vocab_size)
         self._greedy = job.sampling.temperature <= 0
 
     def advance(self) -> bool:

@@ -206,3 +206,8 @@ def test_long_prefill_does_not_stall_other_streams(tiny_engine: Any) -> None:
     order = asyncio.run(go())
     first_long = order.index("long")
     assert order[:first_long].count("short") >= 5
+
+
+def test_top_k_beyond_the_vocabulary_restricts_nothing(tiny_engine: Any, collect: Any) -> None:
+    deltas = collect(tiny_engine, request(max_tokens=3, temperature=1.0, top_k=10**6))
+    assert deltas[-1].output_tokens == 3
