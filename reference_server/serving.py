@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from reference_server.catalog import ModelCatalog
 from reference_server.engine.base import Engine, EngineRequest, FinishReason, Sampling
+from reference_server.engine.errors import PromptTooLongError, TokenizerError
 from reference_server.errors import InternalServerError, InvalidRequestError
 from reference_server.ids import new_message_id
 from reference_server.protocol import (
@@ -103,7 +104,13 @@ class MessagesService:
         return MessageTokensCount(input_tokens=await self._count(request, card.context_window))
 
     async def _count(self, request: EngineRequest, context_window: int) -> int:
-        tokens = await self.engine.count_tokens(request)
+        """Prompt tokens; the prompt must leave room for at least one generated token."""
+        try:
+            tokens = await self.engine.count_tokens(request)
+        except PromptTooLongError as exc:
+            tokens = exc.prompt_tokens
+        except TokenizerError as exc:  # e.g. a chat template refusing the conversation
+            raise InvalidRequestError(f"messages: {exc}") from None
         if tokens >= context_window:
             raise InvalidRequestError(f"prompt is too long: {tokens} tokens > {context_window - 1} maximum")
         return tokens

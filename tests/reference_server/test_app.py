@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from reference_server.engine.errors import PromptTooLongError, TokenizerError
 from reference_server.engine.scripted import ScriptedEngine
 
 from .conftest import HEADERS, make_client
@@ -238,3 +239,30 @@ def test_engine_failure_before_the_first_byte_is_a_500_envelope():
         events = sse_events(client.post("/v1/messages", json=body(stream=True)).text)
         assert [e["type"] for e in events][-1] == "error"
         assert "message_stop" not in [e["type"] for e in events]
+
+
+class _RefusingEngine(ScriptedEngine):
+    """Raises the engine's own errors, as the MLX engine does."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(model_id="scripted")
+        self.error = error
+
+    async def count_tokens(self, request):
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    ("error", "needle"),
+    [
+        (PromptTooLongError(9000, 4096), "prompt is too long: 9000 tokens"),
+        (TokenizerError("roles must alternate"), "roles must alternate"),
+    ],
+)
+def test_engine_refusals_are_400s(error, needle):
+    with make_client(_RefusingEngine(error)) as client:
+        client.headers.update(HEADERS)
+        for path in ("/v1/messages", "/v1/messages/count_tokens"):
+            request = body() if path == "/v1/messages" else {"model": "scripted", "messages": USER}
+            payload = assert_error(client.post(path, json=request), 400, "invalid_request_error")
+            assert needle in payload["error"]["message"]
