@@ -104,6 +104,7 @@ def main() -> None:
         args.blas = args.blas[0]
         print(json.dumps(asyncio.run(_measure(args))))
         return
+    results: dict[str, dict[str, Any]] = {}
     for blas in args.blas:
         child = [sys.executable, __file__, "--child", "--blas", blas, "--model", args.model]
         child += ["--prompt-tokens", str(args.prompt_tokens), "--max-tokens", str(args.max_tokens)]
@@ -112,7 +113,24 @@ def main() -> None:
         if done.returncode != 0:
             print(json.dumps({"blas": blas, "error": done.stderr.strip().splitlines()[-1:]}))
         else:
-            print(done.stdout.strip().splitlines()[-1], flush=True)
+            line = done.stdout.strip().splitlines()[-1]
+            results[blas] = json.loads(line)
+            print(line, flush=True)
+    _print_ratios(results)
+
+
+def _print_ratios(results: dict[str, dict[str, Any]]) -> None:
+    """The default configuration against the named comparator measured in the same run: the
+    reference BLAS bundled with the mlx-cpu wheel, on the quantized weights."""
+    ours, comparator = results.get("openblas"), results.get("bundled")
+    if not ours or not comparator:
+        return
+    ratios = {
+        "comparator": "mlx-cpu bundled reference BLAS, quantized weights (same run)",
+        "time_to_first_token_speedup": round(comparator["median_ttft_s"] / ours["median_ttft_s"], 2),
+        "decode_speedup": round(ours["median_decode_tok_s"] / comparator["median_decode_tok_s"], 2),
+    }
+    print(json.dumps(ratios), flush=True)
 
 
 if __name__ == "__main__":
