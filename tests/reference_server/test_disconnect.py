@@ -1,0 +1,65 @@
+"""A client that goes away stops its generation: over a real socket (uvicorn), for a stream
+and for a plain request, the engine's generator is closed and nothing is left running."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import uvicorn
+
+from conformance.launcher import free_port
+from reference_server import Settings, create_app
+from reference_server.engine.scripted import ScriptedEngine
+
+HEADERS = {"anthropic-version": "2023-06-01"}
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[str, ScriptedEngine]]:
+    engine = ScriptedEngine("x" * 2000, model_id="scripted", context_window=8192, token_delay=0.01)
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(Settings(), engine=engine), port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}", engine
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+def wait_until(condition, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def body(**extra):
+    return {"model": "scripted", "max_tokens": 2000, "messages": [{"role": "user", "content": "go"}], **extra}
+
+
+def test_closing_a_stream_stops_generation(served):
+    url, engine = served
+    with httpx.stream("POST", f"{url}/v1/messages", json=body(stream=True), headers=HEADERS) as response:
+        for _ in zip(range(3), response.iter_raw(), strict=False):
+            pass
+        assert engine.active == 1
+    assert wait_until(lambda: engine.active == 0)
+    assert engine.cancelled == 1
+
+
+def test_abandoning_a_plain_request_stops_generation(served):
+    url, engine = served
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{url}/v1/messages", json=body(), headers=HEADERS, timeout=0.3)
+    assert wait_until(lambda: engine.active == 0)
+    assert engine.cancelled == 1
