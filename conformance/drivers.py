@@ -31,6 +31,7 @@ from conformance.target import Target
 
 __all__ = [
     "COMMON_STOPS",
+    "GA_STOP_REASONS",
     "LONG_ANSWER_PROMPT",
     "StreamRun",
     "create_json",
@@ -42,9 +43,23 @@ __all__ = [
     "stop_sequence_body",
     "stream_raw",
     "text_of",
+    "total_input_tokens",
 ]
 
 LONG_ANSWER_PROMPT = "Write a long story about a lighthouse keeper and the sea. Use many words."
+
+# The GA stop reasons (SDK types/stop_reason.py); model_context_window_exceeded is GA since 0.119.
+GA_STOP_REASONS = frozenset(
+    {
+        "end_turn",
+        "max_tokens",
+        "stop_sequence",
+        "tool_use",
+        "pause_turn",
+        "refusal",
+        "model_context_window_exceeded",
+    }
+)
 
 # Some of these appear in almost any English continuation within a few tokens. (The API
 # rejects whitespace-only stop sequences, so spaces and newlines cannot be used.)
@@ -114,6 +129,12 @@ def sdk_call(what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
         ) from exc
 
 
+def total_input_tokens(usage: dict[str, Any]) -> int:
+    """All input tokens of a usage object: uncached + written to cache + read from cache."""
+    keys = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    return sum(int(usage.get(key) or 0) for key in keys)
+
+
 def text_of(message: dict[str, Any]) -> str:
     return "".join(
         block.get("text", "") for block in message.get("content", []) if block.get("type") == "text"
@@ -141,6 +162,11 @@ class StreamRun:
 
     def of_type(self, kind: str) -> list[dict[str, Any]]:
         return [e for e in self.events if e.get("type") == kind]
+
+    @property
+    def text(self) -> str:
+        """The text of every text_delta, joined."""
+        return "".join(e["delta"].get("text", "") for e in self.of_type("content_block_delta"))
 
     def longest_silence(self) -> float:
         """The longest wait for an event, from the request until the last event."""

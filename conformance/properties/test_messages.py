@@ -8,6 +8,7 @@ from conformance.catalogue import Level, prop
 from conformance.checks import expect, expect_equal
 from conformance.drivers import (
     COMMON_STOPS,
+    GA_STOP_REASONS,
     LONG_ANSWER_PROMPT,
     create_json,
     expect_message,
@@ -19,15 +20,6 @@ from conformance.drivers import (
 from conformance.target import Target
 
 MESSAGES = "api/messages"
-GA_STOP_REASONS = {
-    "end_turn",
-    "max_tokens",
-    "stop_sequence",
-    "tool_use",
-    "pause_turn",
-    "refusal",
-    "model_context_window_exceeded",
-}
 
 
 @prop(

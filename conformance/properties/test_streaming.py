@@ -19,6 +19,7 @@ from conformance.drivers import (
     sdk_call,
     stop_sequence_body,
     stream_raw,
+    total_input_tokens,
 )
 from conformance.target import Target
 
@@ -280,8 +281,7 @@ def test_stream_013_usage_cumulative(target: Target) -> None:
             counts,
             reason="usage",
         )
-        deltas_text = "".join(e["delta"].get("text", "") for e in run.of_type("content_block_delta"))
-        if deltas_text:
+        if run.text:
             expect(
                 counts[-1] > 0,
                 "final output_tokens > 0 for a non-empty answer",
@@ -308,11 +308,7 @@ def test_stream_014_start_input_tokens(target: Target) -> None:
     ).json()["input_tokens"]
     run = expect_stream(stream_raw(target, body))
     usage = run.of_type("message_start")[0]["message"]["usage"]
-    total = (
-        usage["input_tokens"]
-        + (usage.get("cache_creation_input_tokens") or 0)
-        + (usage.get("cache_read_input_tokens") or 0)
-    )
+    total = total_input_tokens(usage)
     expect_equal(total, counted, "message_start input tokens (incl. cache)", reason="usage")
 
 
@@ -334,7 +330,7 @@ def test_stream_015_stop_sequence_in_stream(target: Target) -> None:
         f"stop_sequence in {COMMON_STOPS}",
         delta.get("stop_sequence"),
     )
-    text = "".join(e["delta"].get("text", "") for e in run.of_type("content_block_delta"))
+    text = run.text
     expect(
         delta["stop_sequence"] not in text,
         "streamed text without the stop sequence",

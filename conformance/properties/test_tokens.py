@@ -13,7 +13,7 @@ from conformance.checks import (
     expect_no_schema_errors,
     expect_status,
 )
-from conformance.drivers import create_json, message_body, sdk_call
+from conformance.drivers import create_json, message_body, sdk_call, total_input_tokens
 from conformance.schemas import validate_response
 from conformance.target import Target
 
@@ -47,11 +47,7 @@ def test_tokens_001_count_matches_usage(target: Target) -> None:
     system = "You are a poet who answers briefly."
     counted = count(target, system=system)
     usage = create_json(target, message_body(target, messages=PROMPT, system=system, max_tokens=4))["usage"]
-    total = (
-        usage["input_tokens"]
-        + (usage.get("cache_creation_input_tokens") or 0)
-        + (usage.get("cache_read_input_tokens") or 0)
-    )
+    total = total_input_tokens(usage)
     expect_equal(total, counted, "usage input (incl. cache) of the same request", reason="count-mismatch")
 
 
