@@ -306,6 +306,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def _print_summary(state: RunState, results: list[Result], gate: dict[str, Any], where: Path) -> None:
     console = state.console
     console.rule("summary")
+    if not results:
+        console.print("[bold magenta]no property ran[/] (does -k match any id? see plumbline --list)")
     tally: dict[Verdict, int] = {}
     for result in results:
         tally[result.verdict] = tally.get(result.verdict, 0) + 1
