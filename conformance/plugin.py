@@ -63,7 +63,6 @@ class RunState:
     started: float = field(default_factory=time.monotonic)
     started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
     results: dict[str, Result] = field(default_factory=dict)
-    harness_failed: bool = False
     target: Target | None = None
 
 

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -26,6 +26,13 @@ from conformance.sse import parse_sse
 PROPERTY_HEADER = "x-plumbline-property"
 
 
+def _parse(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None
+
+
 @dataclass
 class Request:
     method: str
@@ -35,10 +42,7 @@ class Request:
 
     @property
     def json(self) -> Any:
-        try:
-            return json.loads(self.body)
-        except ValueError:
-            return None
+        return _parse(self.body)
 
     def with_json(self, data: Any) -> Request:
         return Request(self.method, self.path, self.headers, json.dumps(data).encode())
@@ -56,10 +60,7 @@ class Response:
 
     @property
     def json(self) -> Any:
-        try:
-            return json.loads(self.body)
-        except ValueError:
-            return None
+        return _parse(self.body)
 
     def with_json(self, data: Any, status: int | None = None) -> Response:
         headers = {k: v for k, v in self.headers.items() if k != "content-length"}
@@ -79,10 +80,7 @@ class Frame:
 
     @property
     def payload(self) -> Any:
-        try:
-            return json.loads(self.data)
-        except ValueError:
-            return None
+        return _parse(self.data.encode())
 
     def encode(self) -> bytes:
         head = f"event: {self.name}\n" if self.name is not None else ""
@@ -105,7 +103,6 @@ class Fault:
     # Keep the stream silent this long before its first byte, sending only SSE comments.
     silence: float = 0.0
     headers: Callable[[dict[str, str]], dict[str, str]] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 HOP_HEADERS = {"content-length", "transfer-encoding", "connection", "host", "content-encoding"}

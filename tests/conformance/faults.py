@@ -88,12 +88,6 @@ def message_json(change: Callable[[Request, JSONDict], None]) -> Callable[[Reque
     return apply
 
 
-def events(
-    change: Callable[[Request, list[Frame]], list[Frame]],
-) -> Callable[[Request, list[Frame]], list[Frame]]:
-    return change
-
-
 def edit_payloads(
     kind: str, change: Callable[[JSONDict], None]
 ) -> Callable[[Request, list[Frame]], list[Frame]]:
