@@ -109,11 +109,15 @@ HOP_HEADERS = {"content-length", "transfer-encoding", "connection", "host", "con
 
 
 class FaultProxy:
-    """ASGI app: forward to `upstream`, applying the fault of the tagged property."""
+    """ASGI app: forward to `upstream`, applying the fault of the tagged property, or
+    `everywhere` to every exchange (a server with one bug, whatever the property)."""
 
-    def __init__(self, upstream: str, faults: dict[str, Fault]) -> None:
+    def __init__(
+        self, upstream: str, faults: dict[str, Fault] | None = None, *, everywhere: Fault | None = None
+    ) -> None:
         self.upstream = upstream.rstrip("/")
-        self.faults = faults
+        self.faults = faults or {}
+        self.everywhere = everywhere
         self.applied: dict[str, int] = {}
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -128,9 +132,10 @@ class FaultProxy:
         path = scope["path"] + (f"?{scope['query_string'].decode()}" if scope["query_string"] else "")
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
         request = Request(scope["method"], path, headers, body)
-        fault = self.faults.get(headers.get(PROPERTY_HEADER, ""))
+        tag = headers.get(PROPERTY_HEADER, "")
+        fault = self.everywhere or self.faults.get(tag)
         if fault is not None:
-            self.applied[headers[PROPERTY_HEADER]] = self.applied.get(headers[PROPERTY_HEADER], 0) + 1
+            self.applied[tag] = self.applied.get(tag, 0) + 1
         response = await self._exchange(request, fault, send)
         if response is not None:
             await self._send(send, response, fault)

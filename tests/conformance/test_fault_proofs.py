@@ -9,9 +9,6 @@ FAIL (MUST) or WARN (SHOULD), and the gate exit 1.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,32 +20,9 @@ from conformance.properties import load_all
 
 from .fault_proxy import FaultProxy, running_proxy
 from .faults import fault_catalogue
+from .suite import API_KEY, PROOF_PROFILE, run_suite, verdicts
 
 pytestmark = [pytest.mark.mlx, pytest.mark.slow]
-
-API_KEY = "plumbline-proof-key"
-PROFILE = """
-name = "proof"
-deterministic = true
-max_silence_seconds = 2
-"""
-
-
-def run_suite(url: str, report_dir: Path, profile: Path) -> tuple[int, dict[str, Any]]:
-    command = [
-        sys.executable, "-m", "conformance",
-        "--target", url,
-        "--model", "tiny-random",
-        "--api-key", API_KEY,
-        "--profile", str(profile),
-        "--report-dir", str(report_dir),
-        "--seed", "1",
-    ]  # fmt: skip
-    env = {**os.environ, "PLUMBLINE_HYPOTHESIS_PROFILE": "ci"}
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, check=False)
-    indexes = sorted(report_dir.glob("*/*/index.json"))
-    assert indexes, f"no report written:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return done.returncode, json.loads(indexes[-1].read_text())
 
 
 @pytest.fixture(scope="module")
@@ -61,12 +35,8 @@ def reference_url(tmp_path_factory: pytest.TempPathFactory) -> Any:
 @pytest.fixture(scope="module")
 def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("profile") / "proof.toml"
-    path.write_text(PROFILE)
+    path.write_text(PROOF_PROFILE)
     return path
-
-
-def verdicts(index: dict[str, Any]) -> dict[str, str]:
-    return {p["id"]: p["verdict"] for p in index["properties"]}
 
 
 def test_every_property_has_exactly_one_fault():
@@ -75,7 +45,7 @@ def test_every_property_has_exactly_one_fault():
 
 
 def test_reference_server_passes_every_property(reference_url, profile, tmp_path):
-    code, index = run_suite(reference_url, tmp_path, profile)
+    code, index, _ = run_suite(reference_url, tmp_path, profile=profile)
     load_all()
     not_passing = {pid: v for pid, v in verdicts(index).items() if v != "PASS"}
     assert not not_passing, json.dumps([p for p in index["properties"] if p["id"] in not_passing], indent=1)[
@@ -92,7 +62,7 @@ def test_each_property_fails_on_its_fault(reference_url, profile, tmp_path):
     load_all()
     proxy = FaultProxy(reference_url, fault_catalogue(API_KEY))
     with running_proxy(proxy) as url:
-        code, index = run_suite(url, tmp_path, profile)
+        code, index, _ = run_suite(url, tmp_path, profile=profile)
     expected = {pid: ("FAIL" if prop.level is Level.MUST else "WARN") for pid, prop in REGISTRY.items()}
     got = verdicts(index)
     wrong = {pid: got.get(pid) for pid in expected if got.get(pid) != expected[pid]}
