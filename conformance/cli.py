@@ -21,7 +21,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 __all__ = ["main"]
 
@@ -37,6 +39,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", help="model id to send (default: the first /v1/models lists)")
     parser.add_argument("--api-key", default=os.environ.get("PLUMBLINE_API_KEY"))
     parser.add_argument("--auth-header", choices=["x-api-key", "bearer"], default="x-api-key")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        help="seconds to wait for one answer; a target that answers other requests but not one in "
+        "time fails that property (default 120)",
+    )
     parser.add_argument("--strict", action="store_true", help="SHOULD breakage fails the gate too")
     parser.add_argument("--profile", type=Path, help="target profile (TOML)")
     parser.add_argument("--baseline", type=Path, help="expected failures (TOML); overrides the profile's")
@@ -84,13 +93,13 @@ def _target(args: argparse.Namespace, run_id: str) -> Iterator[tuple[str, str | 
     # Our own server runs with a key, so the AUTH properties are judged too.
     args.api_key = args.api_key or secrets.token_urlsafe(16)
     log = args.report_dir / "reference" / run_id / "server.log"
-    console.print(f"starting the reference server ({args.server_model}); log: {log}")
+    console.print(escape(f"starting the reference server ({args.server_model}); log: {log}"))
     try:
         with reference_server(args.server_model, log=log, args=args.server_arg, api_key=args.api_key) as url:
-            console.print(f"reference server ready at {url}")
+            console.print(escape(f"reference server ready at {url}"))
             yield url, args.model or args.server_model, args.profile or REFERENCE_PROFILE
     except ServerFailedToStart as exc:
-        console.print(f"[bold magenta]harness error:[/] {exc}")
+        console.print(f"[bold magenta]harness error:[/] {escape(str(exc))}")
         raise SystemExit(2) from None
 
 
@@ -115,6 +124,7 @@ def run_suite(
         f"--plumbline-report-dir={args.report_dir}",
         f"--plumbline-run-id={run_id}",
         f"--plumbline-auth-header={args.auth_header}",
+        f"--plumbline-timeout={args.timeout}",
         f"--plumbline-seed={seed}",
     ]
     if not args.pytest_output:
@@ -149,11 +159,12 @@ def print_catalogue(console: Console) -> None:
         title=f"Plumbline catalogue ({len(REGISTRY)} properties)",
     )
     for prop in sorted(REGISTRY.values(), key=lambda p: p.id):
+        # Text, not markup: requirements quote patterns like ^[a-zA-Z0-9_-]{1,128}$.
         table.add_row(
-            prop.id,
-            prop.level.value,
-            prop.title,
-            f"{prop.citation.url}\n{prop.citation.requirement}",
+            Text(prop.id),
+            Text(prop.level.value),
+            Text(prop.title),
+            Text(f"{prop.citation.url}\n{prop.citation.requirement}"),
         )
     console.print(table)
 

@@ -20,9 +20,11 @@ import httpx
 from conformance.checks import (
     ConformanceFailure,
     expect,
-    expect_json,
     expect_no_schema_errors,
     expect_status,
+    json_object,
+    read,
+    read_optional,
 )
 from conformance.grammar import GrammarReport, check_stream
 from conformance.schemas import validate_response
@@ -31,13 +33,15 @@ from conformance.target import Target
 
 __all__ = [
     "COMMON_STOPS",
-    "GA_STOP_REASONS",
     "LONG_ANSWER_PROMPT",
     "StreamRun",
+    "count_text_tokens",
     "create_json",
     "expect_message",
     "expect_no_violations",
     "expect_stream",
+    "expect_valid_message",
+    "expect_within_max_tokens",
     "message_body",
     "sdk_call",
     "stop_sequence_body",
@@ -47,19 +51,6 @@ __all__ = [
 ]
 
 LONG_ANSWER_PROMPT = "Write a long story about a lighthouse keeper and the sea. Use many words."
-
-# The GA stop reasons (SDK types/stop_reason.py); model_context_window_exceeded is GA since 0.119.
-GA_STOP_REASONS = frozenset(
-    {
-        "end_turn",
-        "max_tokens",
-        "stop_sequence",
-        "tool_use",
-        "pause_turn",
-        "refusal",
-        "model_context_window_exceeded",
-    }
-)
 
 # Some of these appear in almost any English continuation within a few tokens. (The API
 # rejects whitespace-only stop sequences, so spaces and newlines cannot be used.)
@@ -94,18 +85,20 @@ def stop_sequence_body(target: Target, **changes: Any) -> dict[str, Any]:
 
 
 def create_json(target: Target, body: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-    """POST /v1/messages (raw); expects 200, JSON, and a schema-valid Message."""
+    """POST /v1/messages (raw); expects 200 and a JSON object. The Message's schema is judged
+    by the schema properties (MSG-001, FUZZ-003); the others read the fields they need."""
     response = target.request("POST", "/v1/messages", json_body=body, **kwargs)
     return expect_message(response)
 
 
 def expect_message(response: httpx.Response) -> dict[str, Any]:
     expect_status(response, 200)
-    message = expect_json(response)
+    return json_object(response, "the Message")
+
+
+def expect_valid_message(message: Any) -> None:
+    """The Message is valid against the schema (the rule of the schema properties only)."""
     expect_no_schema_errors(validate_response("POST /v1/messages", 200, message), "the Message body")
-    if not isinstance(message, dict):
-        raise ConformanceFailure("a JSON object", repr(message), reason="schema")
-    return message
 
 
 def sdk_call(what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
@@ -129,16 +122,80 @@ def sdk_call(what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
         ) from exc
 
 
-def total_input_tokens(usage: dict[str, Any]) -> int:
-    """All input tokens of a usage object: uncached + written to cache + read from cache."""
-    keys = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-    return sum(int(usage.get(key) or 0) for key in keys)
+def total_input_tokens(usage: Any, *, where: str) -> int:
+    """All input tokens of a usage object: uncached + written to cache + read from cache (the
+    cache counters may be absent or null; input_tokens may not)."""
+    total: int = read(usage, "input_tokens", int, where=where)
+    for key in ("cache_creation_input_tokens", "cache_read_input_tokens"):
+        total += read_optional(usage, key, int, where=where, default=0)
+    return total
 
 
-def text_of(message: dict[str, Any]) -> str:
+def text_of(message: Any) -> str:
+    """The text of a Message's text blocks, joined (blocks of another shape are not text)."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return ""
     return "".join(
-        block.get("text", "") for block in message.get("content", []) if block.get("type") == "text"
+        block["text"]
+        for block in content
+        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str)
     )
+
+
+def count_text_tokens(target: Target, text: str) -> int | None:
+    """How many tokens `text` is for the target's own tokenizer, by its count_tokens: a user
+    turn holding the text less a one-character turn, plus one (the template cancels out). None
+    when count_tokens does not answer with counts."""
+    counts = []
+    for content in (text, "x"):
+        body = {"model": target.model, "messages": [{"role": "user", "content": content}]}
+        response = target.request("POST", "/v1/messages/count_tokens", json_body=body)
+        try:
+            value = response.json().get("input_tokens") if response.status_code == 200 else None
+        except (ValueError, AttributeError):
+            value = None
+        if not isinstance(value, int) or isinstance(value, bool):
+            return None
+        counts.append(value)
+    return counts[0] - counts[1] + 1
+
+
+# Mean characters per token of English prose stay far below this for any tokenizer in use, so
+# text longer than this many bytes per allowed token is over max_tokens whatever the tokenizer.
+_MAX_BYTES_PER_TOKEN = 32
+
+
+def expect_within_max_tokens(
+    target: Target, text: str, output_tokens: int | None, max_tokens: int, *, where: str, count: bool = True
+) -> None:
+    """Judge max_tokens by what was sent, not only by what the target says: the reported
+    output_tokens, and the generated text itself (its size, and its tokens by the target's own
+    count_tokens when `count` and that works; a few tokens of slack for word boundaries)."""
+    if output_tokens is not None:
+        expect(
+            output_tokens <= max_tokens,
+            f"{where}: usage.output_tokens <= max_tokens ({max_tokens})",
+            output_tokens,
+            reason="usage",
+        )
+    size = len(text.encode())
+    if size <= max_tokens:
+        return  # every token is at least one byte
+    expect(
+        size <= _MAX_BYTES_PER_TOKEN * max_tokens + 64,
+        f"{where}: at most {max_tokens} tokens of text (about {_MAX_BYTES_PER_TOKEN * max_tokens} bytes)",
+        f"{size} bytes of text: {text[:200]!r}",
+        reason="max-tokens-ignored",
+    )
+    measured = count_text_tokens(target, text) if count else None
+    if measured is not None:
+        expect(
+            measured <= max_tokens + 2,
+            f"{where}: at most {max_tokens} generated tokens (by the target's count_tokens, +2 slack)",
+            f"{measured} tokens of text: {text[:200]!r}",
+            reason="max-tokens-ignored",
+        )
 
 
 @dataclass(slots=True)
@@ -152,6 +209,7 @@ class StreamRun:
     transcript: SSETranscript | None = None
     report: GrammarReport | None = None
     arrivals: list[float] = field(default_factory=list)
+    truncated: bool = False  # reading stopped early (stream_raw's max_text)
 
     @property
     def events(self) -> list[dict[str, Any]]:
@@ -163,10 +221,31 @@ class StreamRun:
     def of_type(self, kind: str) -> list[dict[str, Any]]:
         return [e for e in self.events if e.get("type") == kind]
 
+    def last(self, kind: str) -> dict[str, Any]:
+        """The last event of type `kind`; a stream without one fails the property."""
+        found = self.of_type(kind)
+        if not found:
+            seen = [e.get("type") for e in self.events]
+            raise ConformanceFailure(
+                f"a {kind} event in the stream", f"events: {seen}", reason="missing-event"
+            )
+        return found[-1]
+
+    def first(self, kind: str) -> dict[str, Any]:
+        found = self.of_type(kind)
+        if not found:
+            self.last(kind)  # raises
+        return found[0]
+
     @property
     def text(self) -> str:
         """The text of every text_delta, joined."""
-        return "".join(e["delta"].get("text", "") for e in self.of_type("content_block_delta"))
+        deltas = (e.get("delta") for e in self.of_type("content_block_delta"))
+        return "".join(
+            d["text"]
+            for d in deltas
+            if isinstance(d, dict) and d.get("type") == "text_delta" and isinstance(d.get("text"), str)
+        )
 
     def longest_silence(self) -> float:
         """The longest wait for an event, from the request until the last event."""
@@ -174,20 +253,30 @@ class StreamRun:
         return max((b - a for a, b in itertools.pairwise(marks)), default=0.0)
 
 
-def stream_raw(target: Target, body: dict[str, Any], **kwargs: Any) -> StreamRun:
-    """POST a `stream: true` request and read the whole stream from the wire."""
+def stream_raw(
+    target: Target, body: dict[str, Any], *, max_text: int | None = None, **kwargs: Any
+) -> StreamRun:
+    """POST a `stream: true` request and read the whole stream from the wire. With `max_text`,
+    stop reading once the text deltas exceed that many bytes (`truncated`): a target that
+    ignores max_tokens is judged on what it sent, not waited for."""
     body = {**body, "stream": True}
     started = time.monotonic()
+    truncated = False
     with target.stream("/v1/messages", body, **kwargs) as response:
         if response.status_code != 200:
             return StreamRun(response.status_code, response.headers, response.read())
         parser = SSEParser()
         arrivals: list[float] = []
         raw = bytearray()
+        text_bytes = 0
         for chunk in response.iter_raw():
             raw.extend(chunk)
-            for _ in parser.feed(chunk):
+            for event in parser.feed(chunk):
                 arrivals.append(time.monotonic() - started)
+                text_bytes += len(_delta_text(event.json).encode())
+            if max_text is not None and text_bytes > max_text:
+                truncated = True
+                break
         transcript = parser.close()
     return StreamRun(
         response.status_code,
@@ -196,7 +285,14 @@ def stream_raw(target: Target, body: dict[str, Any], **kwargs: Any) -> StreamRun
         transcript,
         check_stream(transcript, validate_schemas=True),
         arrivals,
+        truncated,
     )
+
+
+def _delta_text(payload: Any) -> str:
+    delta = payload.get("delta") if isinstance(payload, dict) else None
+    text = delta.get("text") if isinstance(delta, dict) else None
+    return text if isinstance(text, str) else ""
 
 
 def expect_stream(run: StreamRun) -> StreamRun:
@@ -219,7 +315,8 @@ def expect_stream(run: StreamRun) -> StreamRun:
 
 def expect_no_violations(run: StreamRun, codes: Iterable[str], what: str) -> None:
     """None of the grammar violations `codes` occurred."""
-    assert run.report is not None
+    if run.report is None:
+        raise ConformanceFailure(what, f"HTTP {run.status}, no event stream", reason="wrong-status")
     wanted = set(codes)
     found = [v for v in run.report.violations if v.code in wanted]
     if found:

@@ -21,10 +21,12 @@ import httpx
 import httpx2
 import pytest
 from rich.console import Console
+from rich.markup import escape
 
 from conformance import __version__
 from conformance.catalogue import Property, property_of
 from conformance.checks import ConformanceFailure, Unsupported
+from conformance.determinism import Determinism, probe_determinism
 from conformance.hypothesis_profiles import register_profiles
 from conformance.profile import Profile, load_profile
 from conformance.reporting import write_reports
@@ -33,7 +35,9 @@ from conformance.verdicts import (
     EXIT_HARNESS,
     Result,
     Verdict,
+    causes,
     compute_gate,
+    first_line,
     load_baseline,
     verdict_for_breakage,
     write_baseline,
@@ -64,6 +68,8 @@ class RunState:
     started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
     results: dict[str, Result] = field(default_factory=dict)
     target: Target | None = None
+    determinism: Determinism | None = None
+    told_determinism: bool = False
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -72,6 +78,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--plumbline-model", help="model id to send (default: first in /v1/models)")
     group.addoption("--plumbline-api-key", default=None)
     group.addoption("--plumbline-auth-header", choices=["x-api-key", "bearer"], default="x-api-key")
+    group.addoption("--plumbline-timeout", type=float, default=120.0, help="seconds per answer")
     group.addoption("--plumbline-strict", action="store_true", help="SHOULD breakage gates too")
     group.addoption("--plumbline-profile", default=None, help="target profile (TOML)")
     group.addoption("--plumbline-report-dir", default="reports")
@@ -95,6 +102,7 @@ def pytest_configure(config: pytest.Config) -> None:
         api_key=config.getoption("plumbline_api_key"),
         auth_header=config.getoption("plumbline_auth_header"),
         profile=profile,
+        timeout=config.getoption("plumbline_timeout"),
     )
     baseline = config.getoption("plumbline_baseline")
     run_id = config.getoption("plumbline_run_id") or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -135,6 +143,8 @@ def target(request: pytest.FixtureRequest) -> Iterator[Target]:
     if state is None:
         raise pytest.UsageError("conformance properties need --plumbline-target")
     state.target = Target(state.config)
+    state.determinism = probe_determinism(state.target)
+    state.target.deterministic = state.determinism.deterministic
     yield state.target
     state.target.close()
 
@@ -163,8 +173,8 @@ def pytest_collection_modifyitems(
 def pytest_collectreport(report: pytest.CollectReport) -> None:
     if report.failed:  # shown here because the plumbline command turns pytest's terminal off
         console = Console(stderr=True)
-        console.print(f"[bold magenta]harness error while collecting {report.nodeid}[/]")
-        console.print(str(report.longrepr))
+        console.print(f"[bold magenta]harness error while collecting {escape(report.nodeid)}[/]")
+        console.print(escape(str(report.longrepr)))
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -199,34 +209,78 @@ def _result(
     assert excinfo is not None
     exc = _root_cause(excinfo.value)
     result.evidence = [exchange.as_evidence() for exchange in exchanges[-4:]]
+    broken = verdict_for_breakage(prop.level)
     if isinstance(exc, Unsupported):
         result.verdict, result.message, result.evidence = Verdict.UNSUPPORTED, str(exc), []
     elif isinstance(exc, ConformanceFailure):
-        result.verdict = verdict_for_breakage(prop.level)
+        result.verdict = broken
         result.reason, result.expected, result.actual = exc.reason, exc.expected, exc.actual
     elif isinstance(exc, anthropic.APIStatusError):
-        result.verdict = verdict_for_breakage(prop.level)
+        result.verdict = broken
         result.reason = "unexpected-error-status"
         result.expected = "a successful response to a valid request"
         result.actual = f"HTTP {exc.status_code}: {exc.message}"
     elif isinstance(exc, anthropic.APIResponseValidationError):
-        result.verdict = verdict_for_breakage(prop.level)
+        result.verdict = broken
         result.reason = "sdk-rejected-response"
         result.expected = "a response the official SDK (strict) accepts"
         result.actual = str(exc)[:500]
-    elif isinstance(exc, anthropic.APIConnectionError | httpx.TransportError | httpx2.TransportError):
-        result.verdict = Verdict.ERROR
-        result.reason = "transport"
-        result.message = f"{type(exc).__name__}: {exc}"
+    elif (transport := _transport_error(exc)) is not None:
+        _judge_transport(result, transport, broken, state.target)
     elif isinstance(exc, AssertionError):
-        result.verdict = verdict_for_breakage(prop.level)
+        result.verdict = broken
         result.reason = "assertion"
         result.actual = str(exc)[:500]
     else:
         result.verdict = Verdict.ERROR
         result.reason = "harness"
-        result.message = "".join(traceback.format_exception(exc)[-6:])
+        result.message = _exception_line(exc) + "\n" + "".join(traceback.format_exception(exc)[-6:])
     return result
+
+
+_UNREACHABLE = (httpx.ConnectError, httpx.ConnectTimeout, httpx2.ConnectError, httpx2.ConnectTimeout)
+_CLOSED = (
+    httpx.RemoteProtocolError,
+    httpx.ReadError,
+    httpx.WriteError,
+    httpx2.RemoteProtocolError,
+    httpx2.ReadError,
+    httpx2.WriteError,
+)
+_SLOW = (httpx.ReadTimeout, httpx.WriteTimeout, httpx2.ReadTimeout, httpx2.WriteTimeout)
+
+
+def _transport_error(exc: BaseException) -> BaseException | None:
+    """The transport exception behind `exc` (the SDK wraps httpx2's in APIConnectionError)."""
+    if isinstance(exc, anthropic.APIConnectionError):
+        return exc.__cause__ or exc
+    if isinstance(exc, httpx.TransportError | httpx2.TransportError):
+        return exc
+    return None
+
+
+def _judge_transport(result: Result, exc: BaseException, broken: Verdict, target: Target | None) -> None:
+    """A target that accepted the connection and then closed it without an answer, or that
+    answers other requests but not this one in time, fails the property; a target that cannot
+    be reached at all, or no longer answers anything, is an ERROR (nobody's verdict)."""
+    line = _exception_line(exc)
+    if isinstance(exc, _CLOSED):
+        result.verdict, result.reason = broken, "connection-closed"
+        result.expected = "an answer to the request"
+        result.actual = f"the target closed the connection without a complete answer ({line})"
+    elif isinstance(exc, (*_SLOW, anthropic.APITimeoutError)) and target is not None and target.alive():
+        result.verdict, result.reason = broken, "timeout"
+        result.expected = f"an answer within {target.config.timeout:g} s"
+        result.actual = f"no complete answer in time, while the target answers other requests ({line})"
+    else:
+        result.verdict, result.reason = Verdict.ERROR, "transport"
+        unreachable = isinstance(exc, _UNREACHABLE)
+        result.message = f"{line} ({'the target is unreachable' if unreachable else 'transport failure'})"
+
+
+def _exception_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
 def _root_cause(exc: BaseException) -> BaseException:
@@ -247,12 +301,19 @@ def _skip_reason(report: pytest.TestReport) -> str:
 
 
 def _print_progress(state: RunState, result: Result) -> None:
+    if state.determinism is not None and not state.told_determinism:
+        state.told_determinism = True  # printed here: output inside fixtures is captured
+        state.console.print(f"[dim]deterministic: {escape(state.determinism.detail)}[/]")
     colour = _COLOURS[result.verdict]
-    line = f"[{colour}]{result.verdict.value:<11}[/] {result.property.id:<11} {result.property.title}"
+    title = escape(result.property.title)
+    line = f"[{colour}]{result.verdict.value:<11}[/] {result.property.id:<11} {title}"
     state.console.print(f"{line} [dim]{result.duration:.1f}s[/]")
-    if result.verdict in (Verdict.FAIL, Verdict.WARN, Verdict.ERROR):
-        detail = result.actual or result.message or ""
-        state.console.print(f"            [dim]{detail.splitlines()[0][:150] if detail else ''}[/]")
+    if result.verdict in (Verdict.FAIL, Verdict.WARN) and (result.expected or result.actual):
+        state.console.print(f"            [dim]Expected: {escape(first_line(result.expected, 140))}[/]")
+        state.console.print(f"            [dim]Actual:   {escape(first_line(result.actual, 140))}[/]")
+    elif result.verdict in (Verdict.FAIL, Verdict.WARN, Verdict.ERROR):
+        detail = result.actual or result.message
+        state.console.print(f"            [dim]{escape(first_line(detail, 150))}[/]")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -260,7 +321,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if state is None:
         return
     cfg = state.config
-    state.console.rule(f"Plumbline {__version__} — {cfg.url} — model {cfg.model}")
+    state.console.rule(escape(f"Plumbline {__version__} — {cfg.url} — model {cfg.model}"))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -284,9 +345,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             "model": state.config.model,
             "slug": state.config.slug,
             "profile": str(state.config.profile.source) if state.config.profile.source else None,
-            "deterministic": state.config.profile.deterministic,
+            "deterministic": state.target.deterministic if state.target else None,
             "features": sorted(state.config.profile.features),
         },
+        "determinism": state.determinism.as_dict() if state.determinism else None,
         "seed": state.seed,
         "strict": state.strict,
         "baseline": str(state.baseline_path) if state.baseline_path else None,
@@ -297,7 +359,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     directory = write_reports(state.report_dir, run, results, gate)
     if state.update_baseline and state.baseline_path is not None:
         written = write_baseline(state.baseline_path, results, strict=state.strict, target=state.config.slug)
-        state.console.print(f"baseline: {written} expected failure(s) written to {state.baseline_path}")
+        state.console.print(
+            f"baseline: {written} expected failure(s) written to {escape(str(state.baseline_path))}"
+        )
     _print_summary(state, results, gate.as_dict(), directory)
     session.exitstatus = EXIT_HARNESS if harness_failed else gate.exit_code
 
@@ -319,5 +383,8 @@ def _print_summary(state: RunState, results: list[Result], gate: dict[str, Any],
     ):
         if gate[key]:
             console.print(f"{label}: {', '.join(gate[key])}")
-    console.print(f"report: {where / 'report.html'}")
+    for cause, ids in causes(results):
+        if len(ids) > 1:
+            console.print(f"[dim]one cause, {len(ids)} properties ({', '.join(ids)}):[/] {escape(cause)}")
+    console.print(f"report: {escape(str(where / 'report.html'))}")
     console.print(f"gate: exit {gate['exit_code']}")

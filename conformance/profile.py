@@ -2,7 +2,9 @@
 
 ```toml
 name = "my-server"                 # report directory name (default: host-port)
-deterministic = true               # temperature 0 gives identical answers (stream ≡ non-stream)
+deterministic = true               # temperature 0 gives identical answers (stream ≡ non-stream);
+                                   # unset: probed at the start of the run; false: never judged
+generated_budget_seconds = 60      # wall-clock budget of each generated-input property
 baseline = "baselines/my-server.toml"  # expected failures, relative to this file
 max_silence_seconds = 15           # longest gap a stream may leave without an event
 [features]                         # optional features the target serves
@@ -32,9 +34,10 @@ FEATURES = ("tools", "thinking", "images", "documents", "batches", "structured_o
 @dataclass(frozen=True, slots=True)
 class Profile:
     name: str | None = None
-    deterministic: bool = False
+    deterministic: bool | None = None  # None: probe at the start of the run
     baseline: Path | None = None
     max_silence_seconds: float = 15.0
+    generated_budget_seconds: float = 60.0
     features: frozenset[str] = frozenset()
     aliases: dict[str, str] = field(default_factory=dict)
     source: Path | None = None
@@ -46,7 +49,15 @@ class Profile:
 def load_profile(path: Path) -> Profile:
     """Read and check a profile; unknown keys are errors, so typos do not pass silently."""
     data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
-    known = {"name", "deterministic", "baseline", "max_silence_seconds", "features", "aliases"}
+    known = {
+        "name",
+        "deterministic",
+        "baseline",
+        "max_silence_seconds",
+        "generated_budget_seconds",
+        "features",
+        "aliases",
+    }
     unknown = set(data) - known
     if unknown:
         raise ValueError(f"{path}: unknown profile keys {sorted(unknown)}")
@@ -57,9 +68,10 @@ def load_profile(path: Path) -> Profile:
     baseline = data.get("baseline")
     return Profile(
         name=data.get("name"),
-        deterministic=bool(data.get("deterministic", False)),
+        deterministic=None if "deterministic" not in data else bool(data["deterministic"]),
         baseline=(path.parent / baseline).resolve() if baseline else None,
         max_silence_seconds=float(data.get("max_silence_seconds", 15.0)),
+        generated_budget_seconds=float(data.get("generated_budget_seconds", 60.0)),
         features=frozenset(name for name, on in features.items() if on),
         aliases={str(k): str(v) for k, v in data.get("aliases", {}).items()},
         source=path,

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from conformance.verdicts import Gate, Result, Verdict, counts
+from conformance.verdicts import Gate, Result, Verdict, cause_of, causes, counts, first_line
 
 __all__ = ["RunInfo", "build_index", "write_reports"]
 
@@ -52,6 +52,7 @@ def build_index(run: RunInfo, results: Sequence[Result], gate: Gate) -> dict[str
                 "expected": result.expected,
                 "actual": result.actual,
                 "message": result.message,
+                "cause": cause_of(result),
                 "evidence_file": f"cases/{prop.id}.json" if result.evidence else None,
             }
         )
@@ -60,6 +61,7 @@ def build_index(run: RunInfo, results: Sequence[Result], gate: Gate) -> dict[str
         **run,
         "counts": counts(results),
         "gate": gate.as_dict(),
+        "causes": [{"cause": cause, "properties": ids} for cause, ids in causes(results)],
         "properties": properties,
     }
 
@@ -104,12 +106,25 @@ def render_summary(index: dict[str, Any]) -> str:
         ),
         "",
     ]
+    if target.get("deterministic") is not None and index.get("determinism"):
+        lines += [
+            f"Deterministic: {str(target['deterministic']).lower()} ({index['determinism']['detail']})",
+            "",
+        ]
+    shared = [c for c in index.get("causes", []) if len(c["properties"]) > 1]
+    if shared:
+        lines += ["Causes shared by several properties:", ""]
+        lines += [f"- {_md(c['cause'])}: {', '.join(c['properties'])}" for c in shared]
+        lines.append("")
     broken = [p for p in _ordered(index) if p["verdict"] in ("FAIL", "ERROR", "WARN")]
     if broken:
-        lines += ["| verdict | id | level | title | actual |", "|---|---|---|---|---|"]
+        lines += ["| verdict | id | level | title | expected | actual |", "|---|---|---|---|---|---|"]
         for p in broken:
-            actual = (p["actual"] or p["message"] or "").replace("|", "\\|").replace("\n", " ")
-            lines.append(f"| {p['verdict']} | {p['id']} | {p['level']} | {p['title']} | {actual[:160]} |")
+            expected = _md(first_line(p["expected"], 120))
+            actual = _md(first_line(p["actual"] or p["message"], 160))
+            lines.append(
+                f"| {p['verdict']} | {p['id']} | {p['level']} | {_md(p['title'])} | {expected} | {actual} |"
+            )
         lines.append("")
     lines += [
         f"{len(index['properties'])} properties · suite {index['suite']['version']} · "
@@ -117,6 +132,12 @@ def render_summary(index: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _md(text: str) -> str:
+    """Text shown literally in a Markdown table cell (no markup, no cell breaks)."""
+    text = text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    return "".join(f"\\{ch}" if ch in "`*_[]<>#" else ch for ch in text)
 
 
 def render_junit(index: dict[str, Any], results: Sequence[Result]) -> str:
@@ -152,9 +173,10 @@ def render_junit(index: dict[str, Any], results: Sequence[Result]) -> str:
             if x
         )
         if p["verdict"] == "FAIL":
-            ET.SubElement(case, "failure", message=(p["actual"] or "failed")[:200]).text = text
+            headline = f"Expected: {first_line(p['expected'], 100)} | Actual: {first_line(p['actual'], 100)}"
+            ET.SubElement(case, "failure", message=headline).text = text
         elif p["verdict"] == "ERROR":
-            ET.SubElement(case, "error", message=(p["message"] or "error")[:200]).text = text
+            ET.SubElement(case, "error", message=first_line(p["message"], 200) or "error").text = text
         elif p["verdict"] in ("UNSUPPORTED", "SKIP"):
             ET.SubElement(case, "skipped", message=f"{p['verdict']}: {p['message'] or ''}")
         elif p["verdict"] == "WARN":
@@ -210,6 +232,11 @@ def render_html(index: dict[str, Any], results: Sequence[Result]) -> str:
             f"<td>{p['duration_s']}</td></tr>"
         )
     gate = index["gate"]
+    shared = [c for c in index.get("causes", []) if len(c["properties"]) > 1]
+    cause_list = "".join(
+        f"<li>{esc(c['cause'])}: <code>{esc(', '.join(c['properties']))}</code></li>" for c in shared
+    )
+    causes_html = f"<h2>Causes shared by several properties</h2><ul>{cause_list}</ul>" if shared else ""
     return (
         "<!doctype html><html lang=en><meta charset=utf-8>"
         f"<title>Plumbline — {esc(target['url'])}</title><style>{_CSS}</style>"
@@ -217,8 +244,8 @@ def render_html(index: dict[str, Any], results: Sequence[Result]) -> str:
         f"<p>{esc(target['url'])} · model <code>{esc(target['model'])}</code> · "
         f"suite {esc(index['suite']['version'])} · seed {index['seed']} · run {esc(index['run_id'])} · "
         f"{index['duration_s']} s</p>"
-        f'<p class="counts">{chips}</p>'
-        f"<p>Gate: exit {gate['exit_code']} · new failures: {esc(', '.join(gate['new_failures']) or 'none')}"
+        f'<p class="counts">{chips}</p>' + causes_html + f"<p>Gate: exit {gate['exit_code']} · "
+        f"new failures: {esc(', '.join(gate['new_failures']) or 'none')}"
         f" · stale baseline entries: {esc(', '.join(gate['stale_baseline_entries']) or 'none')}</p>"
         "<table><tr><th>verdict</th><th>id</th><th>level</th><th>property</th><th>s</th></tr>"
         + "".join(rows)

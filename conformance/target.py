@@ -178,18 +178,28 @@ def _recording_transport(http: ModuleType, recorder: Recorder) -> Any:
         def handle_request(self, request: Any) -> Any:
             if recorder.property_id:
                 request.headers[PROPERTY_HEADER] = recorder.property_id
-            exchange = Exchange(
-                method=request.method,
-                url=str(request.url),
-                request_headers=dict(request.headers),
-                request_body=request.read(),
-            )
-            recorder.exchanges.append(exchange)
-            try:
-                response = self._inner.handle_request(request)
-            except http.TransportError as exc:
-                exchange.error = f"{type(exc).__name__}: {exc}"
-                raise
+            body = request.read()
+            for attempt in (1, 2):
+                exchange = Exchange(
+                    method=request.method,
+                    url=str(request.url),
+                    request_headers=dict(request.headers),
+                    request_body=body,
+                )
+                recorder.exchanges.append(exchange)
+                try:
+                    response = self._inner.handle_request(request)
+                    break
+                except (http.RemoteProtocolError, http.ReadError) as exc:
+                    # Closed before the first byte of an answer: most often a keep-alive
+                    # connection the target dropped while idle. Retried once on a new one;
+                    # a second close is the target's (the plugin judges it).
+                    exchange.error = f"{type(exc).__name__}: {exc}"
+                    if attempt == 2:
+                        raise
+                except http.TransportError as exc:
+                    exchange.error = f"{type(exc).__name__}: {exc}"
+                    raise
             exchange.status = response.status_code
             exchange.response_headers = dict(response.headers)
             return http.Response(
@@ -234,9 +244,22 @@ class Target:
             _strict_response_validation=True,
         )
 
+        # Whether temperature 0 gives identical answers: the profile's word, or the plugin's
+        # probe at the start of the run (see plugin.probe_determinism).
+        self.deterministic = bool(config.profile.deterministic)
+
     @property
     def model(self) -> str:
         return self.config.model
+
+    def alive(self, timeout: float = 10.0) -> bool:
+        """Whether the target answers anything at all (any status) within `timeout`: tells a
+        request the target would not answer from a target that is down. Not recorded."""
+        try:
+            httpx.get(f"{self.config.url.rstrip('/')}/v1/models", headers=self.headers(), timeout=timeout)
+        except httpx.TransportError:
+            return False
+        return True
 
     def sdk(self) -> anthropic.Anthropic:
         return self._sdk

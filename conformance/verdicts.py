@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -19,8 +20,11 @@ __all__ = [
     "Gate",
     "Result",
     "Verdict",
+    "cause_of",
+    "causes",
     "compute_gate",
     "counts",
+    "first_line",
     "gating",
     "load_baseline",
     "verdict_for_breakage",
@@ -130,6 +134,40 @@ def write_baseline(path: Path, results: Sequence[Result], *, strict: bool, targe
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return len(failing)
+
+
+def first_line(text: str | None, limit: int = 200) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+_STATUS = re.compile(r"^HTTP (\d{3})\b")
+
+
+def cause_of(result: Result) -> str | None:
+    """What broke, in words shared by every property it broke: the status of a wrong-status
+    failure, the field of a missing or mistyped one, the first schema error, the exception of
+    an ERROR. None for a result that did not break."""
+    if result.verdict is Verdict.ERROR:
+        return first_line(result.message, 160) or "error"
+    if result.verdict not in (Verdict.FAIL, Verdict.WARN):
+        return None
+    actual = re.sub(r"^\d+ of \d+ sub-cases broken: \[[^]]*\] ", "", first_line(result.actual, 300))
+    if result.reason == "wrong-status" and (status := _STATUS.match(actual)):
+        return f"HTTP {status[1]} where another status was expected"
+    if result.reason == "schema":
+        actual = actual.split("; ", 1)[0]
+    return f"{result.reason or 'mismatch'}: {first_line(actual, 160)}"
+
+
+def causes(results: Iterable[Result]) -> list[tuple[str, list[str]]]:
+    """Broken properties grouped by cause, the biggest groups first."""
+    groups: dict[str, list[str]] = defaultdict(list)
+    for result in results:
+        cause = cause_of(result)
+        if cause is not None:
+            groups[cause].append(result.property.id)
+    return sorted(((cause, sorted(ids)) for cause, ids in groups.items()), key=lambda g: (-len(g[1]), g[0]))
 
 
 def counts(results: Iterable[Result]) -> dict[str, int]:

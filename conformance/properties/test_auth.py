@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conformance.catalogue import Level, prop
-from conformance.checks import expect_error
+from conformance.checks import Cases, expect_error
 from conformance.drivers import create_json, message_body
 from conformance.target import Target
 
@@ -43,10 +43,18 @@ def test_auth_001_missing_key(target: Target) -> None:
     invariant=25,
 )
 def test_auth_002_wrong_key(target: Target) -> None:
+    """Probed on POST /v1/messages, the route every target has."""
     key = need_key(target)
-    for header in ({"x-api-key": key + "-wrong"}, {"authorization": f"Bearer {key}-wrong"}):
-        headers = {**target.headers(auth=False), **header}
-        expect_error(target.request("GET", "/v1/models", headers=headers), 401, "authentication_error")
+    cases = Cases()
+    for name, header in (
+        ("x-api-key", {"x-api-key": key + "-wrong"}),
+        ("Bearer", {"authorization": f"Bearer {key}-wrong"}),
+    ):
+        with cases.case(f"wrong key in {name}"):
+            headers = {**target.headers(auth=False), **header}
+            response = target.request("POST", "/v1/messages", json_body=message_body(target), headers=headers)
+            expect_error(response, 401, "authentication_error")
+    cases.check()
 
 
 @prop(

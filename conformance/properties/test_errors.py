@@ -1,7 +1,9 @@
 """ERR-*: invalid requests get the documented status and an Anthropic error envelope.
 
 Malformed requests go raw only: the SDK validates some of them client-side. Wording is never
-checked, only status, envelope and `error.type`.
+checked, only status and `error.type`; the envelope itself (`{"type":"error",...}`, its schema,
+`request_id`) is the rule of ERR-021 and ERR-023 only, so an envelope bug is one failure.
+Properties with several sub-cases report every broken one.
 """
 
 from __future__ import annotations
@@ -9,8 +11,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from conformance.catalogue import Level, prop
-from conformance.checks import ERROR_STATUS, expect, expect_equal, expect_error, json_body
+from conformance.checks import (
+    ERROR_STATUS,
+    Cases,
+    expect,
+    expect_envelope,
+    expect_equal,
+    expect_error,
+    read_optional,
+)
 from conformance.drivers import message_body
 from conformance.target import Target
 
@@ -37,10 +49,13 @@ def text(value: str, **extra: Any) -> dict[str, Any]:
     invariant=1,
 )
 def test_err_001_missing_required(target: Target) -> None:
+    cases = Cases()
     for field in ("model", "messages", "max_tokens"):
-        body = message_body(target)
-        del body[field]
-        rejected(target, body)
+        with cases.case(f"missing {field}"):
+            body = message_body(target)
+            del body[field]
+            rejected(target, body)
+    cases.check()
 
 
 @prop(
@@ -80,13 +95,16 @@ def test_err_003_unknown_block_field(target: Target) -> None:
     invariant=4,
 )
 def test_err_004_sampling_range(target: Target) -> None:
+    cases = Cases()
     for field, value in (
         ("temperature", 1.5),
         ("temperature", -0.5),
         ("top_p", 1.5),
         ("top_k", -1),
     ):
-        rejected(target, message_body(target, **{field: value}))
+        with cases.case(f"{field} {value}"):
+            rejected(target, message_body(target, **{field: value}))
+    cases.check()
 
 
 @prop(
@@ -99,14 +117,18 @@ def test_err_004_sampling_range(target: Target) -> None:
     invariant=5,
 )
 def test_err_005_thinking_budget(target: Target) -> None:
-    rejected(
-        target,
-        message_body(target, max_tokens=2048, thinking={"type": "enabled", "budget_tokens": 512}),
-    )
-    rejected(
-        target,
-        message_body(target, max_tokens=1100, thinking={"type": "enabled", "budget_tokens": 2048}),
-    )
+    cases = Cases()
+    with cases.case("budget_tokens 512"):
+        rejected(
+            target,
+            message_body(target, max_tokens=2048, thinking={"type": "enabled", "budget_tokens": 512}),
+        )
+    with cases.case("budget_tokens above max_tokens"):
+        rejected(
+            target,
+            message_body(target, max_tokens=1100, thinking={"type": "enabled", "budget_tokens": 2048}),
+        )
+    cases.check()
 
 
 @prop(
@@ -120,9 +142,7 @@ def test_err_005_thinking_budget(target: Target) -> None:
 )
 def test_err_006_max_tokens_above_model_limit(target: Target, model_info: dict[str, Any] | None) -> None:
     limit = (model_info or {}).get("max_tokens")
-    if not isinstance(limit, int):
-        import pytest
-
+    if not isinstance(limit, int) or isinstance(limit, bool):
         pytest.skip("the target does not state the model's max_tokens")
     rejected(target, message_body(target, max_tokens=limit + 1))
 
@@ -136,8 +156,11 @@ def test_err_006_max_tokens_above_model_limit(target: Target, model_info: dict[s
     invariant=8,
 )
 def test_err_007_max_tokens_type(target: Target) -> None:
+    cases = Cases()
     for value in (-1, 2.5, "16"):
-        rejected(target, message_body(target, max_tokens=value))
+        with cases.case(f"max_tokens {value!r}"):
+            rejected(target, message_body(target, max_tokens=value))
+    cases.check()
 
 
 @prop(
@@ -162,13 +185,17 @@ def test_err_008_empty_messages(target: Target) -> None:
     invariant=10,
 )
 def test_err_009_empty_text(target: Target) -> None:
-    rejected(target, message_body(target, messages=[{"role": "user", "content": [text("")]}]))
-    turns = [
-        {"role": "user", "content": ""},
-        {"role": "assistant", "content": "x"},
-        {"role": "user", "content": "y"},
-    ]
-    rejected(target, message_body(target, messages=turns))
+    cases = Cases()
+    with cases.case("empty text block"):
+        rejected(target, message_body(target, messages=[{"role": "user", "content": [text("")]}]))
+    with cases.case("empty user turn"):
+        turns = [
+            {"role": "user", "content": ""},
+            {"role": "assistant", "content": "x"},
+            {"role": "user", "content": "y"},
+        ]
+        rejected(target, message_body(target, messages=turns))
+    cases.check()
 
 
 @prop(
@@ -195,8 +222,12 @@ def test_err_010_unknown_model(target: Target) -> None:
 )
 def test_err_011_bad_tools(target: Target) -> None:
     good_schema = {"type": "object", "properties": {}}
-    rejected(target, message_body(target, tools=[{"name": "bad name!", "input_schema": good_schema}]))
-    rejected(target, message_body(target, tools=[{"name": "ok", "input_schema": {"type": "string"}}]))
+    cases = Cases()
+    with cases.case("tool name with a space"):
+        rejected(target, message_body(target, tools=[{"name": "bad name!", "input_schema": good_schema}]))
+    with cases.case("input_schema not an object schema"):
+        rejected(target, message_body(target, tools=[{"name": "ok", "input_schema": {"type": "string"}}]))
+    cases.check()
 
 
 @prop(
@@ -217,7 +248,9 @@ def test_err_012_tool_pairing(target: Target) -> None:
             "content": [{"type": "tool_result", "tool_use_id": "toolu_plumbline0", "content": "x"}],
         },
     ]
-    rejected(target, message_body(target, messages=orphan))
+    cases = Cases()
+    with cases.case("tool_result without a tool_use"):
+        rejected(target, message_body(target, messages=orphan))
     unanswered = [
         {"role": "user", "content": "Hi"},
         {
@@ -226,7 +259,9 @@ def test_err_012_tool_pairing(target: Target) -> None:
         },
         {"role": "user", "content": "no result"},
     ]
-    rejected(target, message_body(target, messages=unanswered))
+    with cases.case("tool_use without a tool_result"):
+        rejected(target, message_body(target, messages=unanswered))
+    cases.check()
 
 
 @prop(
@@ -256,18 +291,22 @@ def test_err_014_media_types(target: Target) -> None:
         "type": "image",
         "source": {"type": "base64", "media_type": "image/bmp", "data": "Qk0="},
     }
-    rejected(
-        target,
-        message_body(target, messages=[{"role": "user", "content": [image, text("What is it?")]}]),
-    )
+    cases = Cases()
+    with cases.case("image/bmp"):
+        rejected(
+            target,
+            message_body(target, messages=[{"role": "user", "content": [image, text("What is it?")]}]),
+        )
     doc = {
         "type": "document",
         "source": {"type": "base64", "media_type": "application/zip", "data": "UEs="},
     }
-    rejected(
-        target,
-        message_body(target, messages=[{"role": "user", "content": [doc, text("Summarise.")]}]),
-    )
+    with cases.case("application/zip document"):
+        rejected(
+            target,
+            message_body(target, messages=[{"role": "user", "content": [doc, text("Summarise.")]}]),
+        )
+    cases.check()
 
 
 @prop(
@@ -279,9 +318,12 @@ def test_err_014_media_types(target: Target) -> None:
     invariant=20,
 )
 def test_err_015_bad_cache_control(target: Target) -> None:
+    cases = Cases()
     for control in ({"type": "persistent"}, {"type": "ephemeral", "ttl": "2h"}):
-        messages = [{"role": "user", "content": [text("Hi", cache_control=control)]}]
-        rejected(target, message_body(target, messages=messages))
+        with cases.case(f"cache_control {control}"):
+            messages = [{"role": "user", "content": [text("Hi", cache_control=control)]}]
+            rejected(target, message_body(target, messages=messages))
+    cases.check()
 
 
 @prop(
@@ -361,8 +403,12 @@ def test_err_020_missing_version(target: Target) -> None:
     invariant=27,
 )
 def test_err_021_malformed_json(target: Target) -> None:
+    cases = Cases()
     for raw in (b'{"model": ', b"not json", b"[1, 2]"):
-        expect_error(target.request("POST", "/v1/messages", content=raw), 400, "invalid_request_error")
+        with cases.case(f"body {raw.decode()!r}"):
+            response = target.request("POST", "/v1/messages", content=raw)
+            expect_envelope(response, 400, "invalid_request_error")
+    cases.check()
 
 
 @prop(
@@ -376,24 +422,38 @@ def test_err_021_malformed_json(target: Target) -> None:
     invariant=69,
 )
 def test_err_022_status_type_mapping(target: Target) -> None:
-    """Provokes several errors and checks each (status, error.type) pair."""
-    responses = [
-        target.request("POST", "/v1/messages", json_body=message_body(target, messages=[])),
-        target.request("POST", "/v1/messages", json_body=message_body(target, model="plumbline-nope")),
-        target.request("GET", "/v1/models/plumbline-nope"),
-        target.request("POST", "/v1/messages", content=b"{"),
-    ]
-    for response in responses:
-        body = json_body(response)
-        kind = body.get("error", {}).get("type") if isinstance(body, dict) else None
-        documented = ERROR_STATUS.get(str(kind))
-        expect(
-            documented == response.status_code
-            or (kind == "invalid_request_error" and 400 <= response.status_code < 500),
-            f"error.type documented for HTTP {response.status_code}",
-            f"HTTP {response.status_code} with error.type {kind!r}",
-            reason="error-type",
-        )
+    """Provokes several errors and checks each (status, error.type) pair. A body that states no
+    error.type is the envelope properties' to judge (ERR-023), not this one's."""
+    provoked: dict[str, tuple[str, str, Any, bytes | None]] = {
+        "empty messages": ("POST", "/v1/messages", message_body(target, messages=[]), None),
+        "unknown model": ("POST", "/v1/messages", message_body(target, model="plumbline-nope"), None),
+        "unknown model id": ("GET", "/v1/models/plumbline-nope", None, None),
+        "malformed JSON": ("POST", "/v1/messages", None, b"{"),
+    }
+    cases = Cases()
+    judged = 0
+    for name, (method, path, body, raw) in provoked.items():
+        with cases.case(name):
+            response = target.request(method, path, json_body=body, content=raw)
+            try:
+                answer = response.json()
+            except ValueError:
+                continue
+            kind = read_optional(answer, "error.type", str, where="the error body")
+            if kind is None:
+                continue
+            judged += 1
+            documented = ERROR_STATUS.get(kind)
+            expect(
+                documented == response.status_code
+                or (kind == "invalid_request_error" and 400 <= response.status_code < 500),
+                f"error.type documented for HTTP {response.status_code}",
+                f"HTTP {response.status_code} with error.type {kind!r}",
+                reason="error-type",
+            )
+    cases.check()
+    if not judged:
+        pytest.skip("no error body stated an error.type (ERR-023 judges the envelope)")
 
 
 @prop(
@@ -406,16 +466,20 @@ def test_err_022_status_type_mapping(target: Target) -> None:
     invariant=72,
 )
 def test_err_023_error_envelope(target: Target) -> None:
-    for method, path in (("GET", "/v1/plumbline-no-such-route"), ("POST", "/v1/models")):
-        response = target.request(method, path, json_body={} if method == "POST" else None)
-        expect(
-            response.status_code >= 400,
-            "an error status",
-            response.status_code,
-            reason="wrong-status",
-        )
-        body = expect_error(response, range(400, 600), None)
-        expect("request_id" in body, "a request_id key in the error body", body, reason="envelope")
+    """The property that judges the envelope of error bodies (the others judge the status)."""
+    cases = Cases()
+    for method, path, body in (
+        ("GET", "/v1/plumbline-no-such-route", None),
+        ("POST", "/v1/models", {}),
+        ("POST", "/v1/messages", message_body(target, messages=[])),
+    ):
+        with cases.case(f"{method} {path}"):
+            response = target.request(method, path, json_body=body)
+            envelope = expect_envelope(response, range(400, 600), None)
+            expect(
+                "request_id" in envelope, "a request_id key in the error body", envelope, reason="envelope"
+            )
+    cases.check()
 
 
 @prop(
@@ -430,7 +494,7 @@ def test_err_024_request_id_agrees(target: Target) -> None:
     response = target.request("POST", "/v1/messages", json_body=message_body(target, messages=[]))
     body = expect_error(response, 400, "invalid_request_error")
     expect_equal(
-        body.get("request_id"),
+        read_optional(body, "request_id", str, where="the error body"),
         response.headers.get("request-id"),
         "body request_id",
         reason="request-id",
@@ -487,3 +551,19 @@ def test_err_027_unsupported_input_refused(target: Target, model_info: dict[str,
         target,
         message_body(target, messages=[{"role": "user", "content": [image, text("Describe it.")]}]),
     )
+
+
+@prop(
+    "ERR-029",
+    Level.MUST,
+    "An unknown message role is a 400",
+    url=f"{MESSAGES}#body-messages",
+    requirement="A message's role is 'user' or 'assistant'; any other role (e.g. 'robot') is a "
+    "400 invalid_request_error, never accepted and never a framework-shaped error.",
+)
+def test_err_029_unknown_role(target: Target) -> None:
+    cases = Cases()
+    for role in ("robot", "tool", ""):
+        with cases.case(f"role {role!r}"):
+            rejected(target, message_body(target, messages=[{"role": role, "content": "Hi"}]))
+    cases.check()

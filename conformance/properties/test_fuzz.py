@@ -16,10 +16,11 @@ import schemathesis
 from hypothesis import given, note
 from schemathesis import GenerationMode
 
+from conformance.budget import budgeted
 from conformance.catalogue import Level, prop
-from conformance.checks import expect, expect_no_schema_errors, json_body
+from conformance.checks import expect, expect_error, expect_no_schema_errors, json_body
 from conformance.drivers import expect_no_violations, expect_stream, stream_raw
-from conformance.schemas import openapi_path, validate_error, validate_response
+from conformance.schemas import openapi_path, validate_response
 from conformance.target import Target
 
 ERRORS = "api/errors#http-errors"
@@ -55,14 +56,15 @@ def _send(target: Target, case: Any, *, body_override: Any = None) -> Any:
 
 
 def _expect_client_error(response: Any, what: str) -> None:
-    """A 4xx in the error envelope (the API's answer to a request it will not serve)."""
+    """A 4xx (the API's answer to a request it will not serve). Its envelope is ERR-023's to
+    judge, so one envelope bug does not fail every fuzz property too."""
     expect(
         400 <= response.status_code < 500,
         f"a 4xx for {what}",
         f"HTTP {response.status_code}: {response.text[:200]}",
         reason="wrong-status",
     )
-    expect_no_schema_errors(validate_error(json_body(response)), "the error envelope")
+    expect_error(response, range(400, 500), None)
 
 
 @prop(
@@ -71,10 +73,11 @@ def _expect_client_error(response: Any, what: str) -> None:
     "Schema-invalid create requests are refused with a 4xx",
     url=ERRORS,
     requirement="A POST /v1/messages body that breaks the request schema (schemathesis negative "
-    "mode) is answered with a 4xx error envelope: never accepted, never a 5xx.",
+    "mode) is answered with a 4xx error: never accepted, never a 5xx.",
 )
 def test_fuzz_001_negative_create(target: Target) -> None:
     @given(case=_cases("/v1/messages", "POST", GenerationMode.NEGATIVE))
+    @budgeted(target.config.profile.generated_budget_seconds)
     def check(case: Any) -> None:
         _expect_client_error(_send(target, case), "a schema-invalid create body")
 
@@ -87,10 +90,11 @@ def test_fuzz_001_negative_create(target: Target) -> None:
     "Schema-invalid count_tokens requests are refused with a 4xx",
     url=ERRORS,
     requirement="A POST /v1/messages/count_tokens body that breaks the request schema is "
-    "answered with a 4xx error envelope.",
+    "answered with a 4xx error: never accepted, never a 5xx.",
 )
 def test_fuzz_002_negative_count_tokens(target: Target) -> None:
     @given(case=_cases("/v1/messages/count_tokens", "POST", GenerationMode.NEGATIVE))
+    @budgeted(target.config.profile.generated_budget_seconds)
     def check(case: Any) -> None:
         _expect_client_error(_send(target, case), "a schema-invalid count_tokens body")
 
@@ -108,6 +112,7 @@ def test_fuzz_002_negative_count_tokens(target: Target) -> None:
 )
 def test_fuzz_003_positive_create(target: Target) -> None:
     @given(case=_cases("/v1/messages", "POST", GenerationMode.POSITIVE))
+    @budgeted(target.config.profile.generated_budget_seconds)
     def check(case: Any) -> None:
         body = dict(case.body) if isinstance(case.body, dict) else case.body
         if isinstance(body, dict):
@@ -117,8 +122,8 @@ def test_fuzz_003_positive_create(target: Target) -> None:
             run = stream_raw(target, body)
             if run.status == 200:
                 run = expect_stream(run)
-                assert run.report is not None
-                expect_no_violations(run, {v.code for v in run.report.violations}, "a grammatical stream")
+                codes = {v.code for v in run.report.violations} if run.report else set()
+                expect_no_violations(run, codes, "a grammatical, schema-valid stream")
                 return
             expect(400 <= run.status < 500, "200 or a 4xx", f"HTTP {run.status}", reason="wrong-status")
             return
@@ -147,6 +152,7 @@ def test_fuzz_004_models(target: Target) -> None:
         listing=_cases("/v1/models", "GET", GenerationMode.POSITIVE),
         single=_cases("/v1/models/{model_id}", "GET", GenerationMode.POSITIVE),
     )
+    @budgeted(target.config.profile.generated_budget_seconds)
     def check(listing: Any, single: Any) -> None:
         for case, operation in ((listing, "GET /v1/models"), (single, "GET /v1/models/{model_id}")):
             response = _send(target, case)

@@ -8,13 +8,14 @@ from typing import Any
 from hypothesis import given, note
 from hypothesis import strategies as st
 
+from conformance.budget import budgeted
 from conformance.catalogue import Level, prop
-from conformance.checks import expect, expect_equal, expect_error
+from conformance.checks import expect, expect_equal, expect_error, read_optional, stop_reason
 from conformance.drivers import (
-    GA_STOP_REASONS,
     create_json,
     expect_no_violations,
     expect_stream,
+    expect_within_max_tokens,
     stream_raw,
     text_of,
 )
@@ -22,33 +23,30 @@ from conformance.strategies import invalid_requests, valid_requests
 from conformance.target import Target
 
 MESSAGES = "api/messages"
+MESSAGE = "the Message"
+LAST_DELTA = "the last message_delta"
+# Judged by the schema property STREAM-011, not again by the grammar here.
+SCHEMA_CODES = frozenset({"schema-invalid", "missing-output-tokens", "stop-reason-null"})
 
 
-def check_message_invariants(body: dict[str, Any], message: dict[str, Any]) -> None:
+def check_message_invariants(target: Target, body: dict[str, Any], message: dict[str, Any]) -> None:
     """The invariants every non-streaming answer keeps, whatever the request."""
-    reason = message["stop_reason"]
-    expect(reason in GA_STOP_REASONS, "a documented stop_reason", reason, reason="stop-reason")
+    reason = stop_reason(message, where=MESSAGE)
     stops = body.get("stop_sequences") or []
+    sequence = read_optional(message, "stop_sequence", str, where=MESSAGE)
     if reason == "stop_sequence":
+        expect(sequence in stops, f"stop_sequence in {stops}", sequence, reason="stop-sequence")
         expect(
-            message["stop_sequence"] in stops,
-            f"stop_sequence in {stops}",
-            message["stop_sequence"],
-            reason="stop-sequence",
-        )
-        expect(
-            message["stop_sequence"] not in text_of(message),
+            sequence not in text_of(message),
             "text without the stop sequence",
             text_of(message),
             reason="stop-sequence-in-text",
         )
     else:
-        expect_equal(message["stop_sequence"], None, "stop_sequence", reason="stop-sequence")
-    expect(
-        message["usage"]["output_tokens"] <= body["max_tokens"],
-        f"output_tokens <= max_tokens ({body['max_tokens']})",
-        message["usage"]["output_tokens"],
-        reason="usage",
+        expect_equal(sequence, None, "stop_sequence", reason="stop-sequence")
+    reported = read_optional(message, "usage.output_tokens", int, where=MESSAGE)
+    expect_within_max_tokens(
+        target, text_of(message), reported, body["max_tokens"], where=MESSAGE, count=False
     )
 
 
@@ -63,9 +61,10 @@ def check_message_invariants(body: dict[str, Any], message: dict[str, Any]) -> N
 )
 def test_msg_020_generated_valid_requests(target: Target) -> None:
     @given(body=valid_requests(target.model))
+    @budgeted(target.config.profile.generated_budget_seconds)
     def check(body: dict[str, Any]) -> None:
         note(f"request: {body}")
-        check_message_invariants(body, create_json(target, body))
+        check_message_invariants(target, body, create_json(target, body))
 
     check()
 
@@ -81,37 +80,31 @@ def test_msg_020_generated_valid_requests(target: Target) -> None:
     invariant=64,
 )
 def test_stream_022_generated_streams(target: Target) -> None:
-    deterministic = target.config.profile.deterministic
+    deterministic = target.deterministic
 
     @given(body=valid_requests(target.model))
+    @budgeted(target.config.profile.generated_budget_seconds)
     def check(body: dict[str, Any]) -> None:
         note(f"request: {body}")
         run = expect_stream(stream_raw(target, body))
-        assert run.report is not None
-        expect_no_violations(run, {v.code for v in run.report.violations}, "a grammatical stream")
+        codes = {v.code for v in run.report.violations} - SCHEMA_CODES if run.report else set()
+        expect_no_violations(run, codes, "a grammatical stream")
         if not (deterministic and body.get("temperature") == 0):
             return
         plain = create_json(target, body)
-        last = run.of_type("message_delta")[-1]
+        last = run.last("message_delta")
         expect_equal(run.text, text_of(plain), "streamed text", reason="stream-diff")
-        expect_equal(
-            last["delta"]["stop_reason"],
-            plain["stop_reason"],
-            "streamed stop_reason",
-            reason="stream-diff",
-        )
-        expect_equal(
-            last["delta"]["stop_sequence"],
-            plain["stop_sequence"],
-            "streamed stop_sequence",
-            reason="stream-diff",
-        )
-        expect_equal(
-            last["usage"]["output_tokens"],
-            plain["usage"]["output_tokens"],
-            "streamed output_tokens",
-            reason="stream-diff",
-        )
+        for field in ("stop_reason", "stop_sequence"):
+            expect_equal(
+                read_optional(last, f"delta.{field}", str, where=LAST_DELTA),
+                read_optional(plain, field, str, where=MESSAGE),
+                f"streamed {field}",
+                reason="stream-diff",
+            )
+        streamed_tokens = read_optional(last, "usage.output_tokens", int, where=LAST_DELTA)
+        plain_tokens = read_optional(plain, "usage.output_tokens", int, where=MESSAGE)
+        if streamed_tokens is not None and plain_tokens is not None:  # absent: the schemas' to judge
+            expect_equal(streamed_tokens, plain_tokens, "streamed output_tokens", reason="stream-diff")
 
     check()
 
@@ -127,6 +120,7 @@ def test_stream_022_generated_streams(target: Target) -> None:
 )
 def test_err_028_generated_invalid_requests(target: Target) -> None:
     @given(case=invalid_requests(target.model), stream=st.booleans())
+    @budgeted(target.config.profile.generated_budget_seconds)
     def check(case: tuple[str, dict[str, Any]], stream: bool) -> None:
         broken, body = case
         note(f"broken: {broken}; request: {body}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from conformance.catalogue import Level, prop
-from conformance.checks import expect, expect_status
+from conformance.checks import Cases, expect, expect_status
 from conformance.drivers import create_json, message_body
 from conformance.target import Target
 
@@ -19,24 +19,27 @@ ERRORS = "api/errors"
     invariant=54,
 )
 def test_hdr_001_request_id_everywhere(target: Target) -> None:
-    responses = [
-        target.request("POST", "/v1/messages", json_body=message_body(target, max_tokens=4)),
-        target.request("POST", "/v1/messages", json_body=message_body(target, messages=[])),
-        target.request("GET", "/v1/models"),
-        target.request("GET", "/v1/plumbline-no-such-route"),
+    requests = [
+        ("POST", "/v1/messages", message_body(target, max_tokens=4)),
+        ("POST", "/v1/messages", message_body(target, messages=[])),
+        ("GET", "/v1/models", None),
+        ("GET", "/v1/plumbline-no-such-route", None),
     ]
+    cases = Cases()
     seen = set()
-    for response in responses:
-        rid = response.headers.get("request-id")
-        expect(
-            bool(rid) and rid.startswith("req_"),
-            f"a request-id header starting req_ on {response.request.method} {response.request.url.path}",
-            rid,
-            reason="request-id",
-        )
-        seen.add(rid)
+    for method, path, body in requests:
+        with cases.case(f"{method} {path}{' (invalid)' if body and not body['messages'] else ''}"):
+            rid = target.request(method, path, json_body=body).headers.get("request-id")
+            expect(
+                bool(rid) and rid.startswith("req_"),
+                f"a request-id header starting req_ on {method} {path}",
+                rid,
+                reason="request-id",
+            )
+            seen.add(rid)
+    cases.check()
     expect(
-        len(seen) == len(responses),
+        len(seen) == len(requests),
         "a different request-id per response",
         sorted(seen),
         reason="request-id",
@@ -53,14 +56,18 @@ def test_hdr_001_request_id_everywhere(target: Target) -> None:
     invariant=30,
 )
 def test_hdr_002_beta_query(target: Target) -> None:
-    create_json(target, message_body(target, max_tokens=4), params={"beta": "true"})
+    beta = {"beta": "true"}
     count = {"model": target.model, "messages": [{"role": "user", "content": "Hi"}]}
-    expect_status(
-        target.request("POST", "/v1/messages/count_tokens", json_body=count, params={"beta": "true"}),
-        200,
-    )
-    expect_status(target.request("GET", "/v1/models", params={"beta": "true"}), 200)
-    expect_status(target.request("GET", f"/v1/models/{target.model}", params={"beta": "true"}), 200)
+    cases = Cases()
+    with cases.case("POST /v1/messages"):
+        create_json(target, message_body(target, max_tokens=4), params=beta)
+    with cases.case("POST /v1/messages/count_tokens"):
+        expect_status(target.request("POST", "/v1/messages/count_tokens", json_body=count, params=beta), 200)
+    with cases.case("GET /v1/models"):
+        expect_status(target.request("GET", "/v1/models", params=beta), 200)
+    with cases.case("GET /v1/models/{id}"):
+        expect_status(target.request("GET", f"/v1/models/{target.model}", params=beta), 200)
+    cases.check()
 
 
 @prop(

@@ -13,20 +13,29 @@ from conformance.checks import (
     expect_json,
     expect_no_schema_errors,
     expect_status,
+    json_object,
+    read,
+    read_optional,
 )
 from conformance.drivers import sdk_call
 from conformance.schemas import validate_response
 from conformance.target import Target
 
 MODELS = "api/models/list"
+LIST = "the model list"
 
 
 def page(target: Target, **params: str) -> dict[str, Any]:
+    """A 200 page of the model list as a JSON object (its schema is MODELS-001's to judge)."""
     response = target.request("GET", "/v1/models", params=params or None)
     expect_status(response, 200)
-    body = expect_json(response)
-    expect_no_schema_errors(validate_response("GET /v1/models", 200, body), "the model list")
-    return body  # type: ignore[no-any-return]
+    return json_object(response, LIST)
+
+
+def ids(body: dict[str, Any]) -> list[str]:
+    """The ids of a page's models."""
+    data = read(body, "data", list, where=LIST)
+    return [read(data, f"{n}.id", str, where=LIST) for n in range(len(data))]
 
 
 @prop(
@@ -40,13 +49,18 @@ def page(target: Target, **params: str) -> dict[str, Any]:
     invariant=83,
 )
 def test_models_001_list_shape(target: Target) -> None:
-    body = page(target)
-    expect(len(body["data"]) > 0, "at least one model", body["data"], reason="empty-list")
-    for info in body["data"]:
-        expect_equal(info.get("type"), "model", "data[].type")
-    if body["data"]:
-        expect_equal(body["first_id"], body["data"][0]["id"], "first_id")
-        expect_equal(body["last_id"], body["data"][-1]["id"], "last_id")
+    """The property that judges the list's schema (the others read the fields they need)."""
+    response = target.request("GET", "/v1/models")
+    expect_status(response, 200)
+    body = expect_json(response)
+    expect_no_schema_errors(validate_response("GET /v1/models", 200, body), LIST)
+    data = read(body, "data", list, where=LIST)
+    expect(len(data) > 0, "at least one model", data, reason="empty-list")
+    for n in range(len(data)):
+        expect_equal(read(data, f"{n}.type", str, where=LIST), "model", "data[].type")
+    listed = ids(body)
+    expect_equal(read(body, "first_id", str, where=LIST), listed[0], "first_id")
+    expect_equal(read(body, "last_id", str, where=LIST), listed[-1], "last_id")
     listed = sdk_call("models.list", target.sdk().models.list)
     expect(len(listed.data) > 0, "the SDK lists models", listed.data, reason="empty-list")
 
@@ -61,18 +75,19 @@ def test_models_001_list_shape(target: Target) -> None:
     invariant=81,
 )
 def test_models_002_pagination(target: Target) -> None:
-    everything = [info["id"] for info in page(target, limit="1000")["data"]]
+    everything = ids(page(target, limit="1000"))
     seen: list[str] = []
     cursor: str | None = None
     for _ in range(len(everything) + 1):
         params = {"limit": "1"} if cursor is None else {"limit": "1", "after_id": cursor}
         body = page(target, **params)
-        expect(len(body["data"]) <= 1, "at most `limit` items", len(body["data"]), reason="limit")
-        seen += [info["id"] for info in body["data"]]
-        if not body["has_more"]:
+        found = ids(body)
+        expect(len(found) <= 1, "at most `limit` items", len(found), reason="limit")
+        seen += found
+        if not read(body, "has_more", bool, where=LIST):
             break
-        expect(body["last_id"] is not None, "a last_id on a page with has_more", body, reason="pagination")
-        cursor = body["last_id"]
+        cursor = read_optional(body, "last_id", str, where=LIST)
+        expect(cursor is not None, "a last_id on a page with has_more", body, reason="pagination")
     else:
         raise ConformanceFailure(
             "has_more false on the last page",
@@ -83,7 +98,7 @@ def test_models_002_pagination(target: Target) -> None:
     if len(everything) > 1:
         back = page(target, limit="1", before_id=everything[-1])
         expect_equal(
-            [i["id"] for i in back["data"]],
+            ids(back),
             [everything[-2]],
             "page before the last",
             reason="pagination",
@@ -103,12 +118,14 @@ def test_models_002_pagination(target: Target) -> None:
     invariant=84,
 )
 def test_models_003_retrieve(target: Target) -> None:
-    first = page(target)["data"][0]["id"]
+    listed = ids(page(target))
+    expect(bool(listed), "at least one model in the list", listed, reason="empty-list")
+    first = listed[0]
     response = target.request("GET", f"/v1/models/{first}")
     expect_status(response, 200)
     info = expect_json(response)
     expect_no_schema_errors(validate_response("GET /v1/models/{model_id}", 200, info), "the ModelInfo")
-    expect_equal(info["id"], first, "retrieved id")
+    expect_equal(read(info, "id", str, where="the ModelInfo"), first, "retrieved id")
     expect_error(target.request("GET", "/v1/models/plumbline-no-such-model-0000"), 404, "not_found_error")
 
 

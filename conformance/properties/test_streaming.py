@@ -8,13 +8,23 @@ from typing import Any
 import pytest
 
 from conformance.catalogue import Level, prop
-from conformance.checks import expect, expect_equal, expect_error
+from conformance.checks import (
+    expect,
+    expect_equal,
+    expect_error,
+    expect_json,
+    read,
+    read_optional,
+    stop_reason,
+)
 from conformance.drivers import (
     COMMON_STOPS,
     LONG_ANSWER_PROMPT,
     StreamRun,
+    create_json,
     expect_no_violations,
     expect_stream,
+    expect_within_max_tokens,
     message_body,
     sdk_call,
     stop_sequence_body,
@@ -24,6 +34,8 @@ from conformance.drivers import (
 from conformance.target import Target
 
 STREAMING = "build-with-claude/streaming"
+START = "message_start"
+LAST_DELTA = "the last message_delta"
 
 
 def streams(target: Target) -> list[StreamRun]:
@@ -220,8 +232,8 @@ def test_stream_011_event_schemas(target: Target) -> None:
     invariant=64,
 )
 def test_stream_012_stream_equals_create(target: Target) -> None:
-    if not target.config.profile.deterministic:
-        pytest.skip("the target does not declare itself deterministic (profile: deterministic)")
+    if not target.deterministic:
+        pytest.skip("the target is not deterministic (by its profile, or by the run's probe)")
     client = target.sdk()
     for extra in ({"max_tokens": 24}, {"max_tokens": 48, "stop_sequences": COMMON_STOPS}):
         request: dict[str, Any] = {
@@ -270,11 +282,18 @@ def _plain(value: Any) -> Any:
     invariant=63,
 )
 def test_stream_013_usage_cumulative(target: Target) -> None:
+    """Events that lack usage.output_tokens are left to the schema property (STREAM-011)."""
+    judged = False
     for run in streams(target):
-        start = run.of_type("message_start")[0]["message"]["usage"]
-        counts = [start.get("output_tokens") or 0] + [
-            d["usage"]["output_tokens"] for d in run.of_type("message_delta")
+        start = read_optional(run.first(START), "message.usage.output_tokens", int, where=START, default=0)
+        deltas = [
+            read_optional(delta, "usage.output_tokens", int, where="message_delta")
+            for delta in run.of_type("message_delta")
         ]
+        counts = [start] + [count for count in deltas if count is not None]
+        if len(counts) < 2:
+            continue
+        judged = True
         expect(
             all(a <= b for a, b in itertools.pairwise(counts)),
             "output_tokens non-decreasing from message_start through every message_delta",
@@ -288,6 +307,8 @@ def test_stream_013_usage_cumulative(target: Target) -> None:
                 counts,
                 reason="usage",
             )
+    if not judged:
+        pytest.skip("no message_delta carried usage.output_tokens (STREAM-011 judges that)")
 
 
 @prop(
@@ -296,20 +317,24 @@ def test_stream_013_usage_cumulative(target: Target) -> None:
     "message_start reports the real input_tokens",
     url=f"{STREAMING}#event-types",
     requirement="message_start's usage.input_tokens is the prompt's true token count (clients "
-    "use it for context accounting): it equals count_tokens for the same prompt.",
+    "use it for context accounting): positive, and the same total input (cache counters "
+    "included) as the non-streamed answer to the same request.",
     invariant=51,
 )
 def test_stream_014_start_input_tokens(target: Target) -> None:
+    """Compared with the non-streamed usage of the same request, which counts the same prompt
+    exactly; count_tokens, an estimate by the docs, is judged against usage by TOKENS-001/007."""
     body = message_body(target, max_tokens=4)
-    counted = target.request(
-        "POST",
-        "/v1/messages/count_tokens",
-        json_body={"model": body["model"], "messages": body["messages"]},
-    ).json()["input_tokens"]
+    plain = total_input_tokens(
+        read(create_json(target, body), "usage", dict, where="the Message"), where="usage"
+    )
     run = expect_stream(stream_raw(target, body))
-    usage = run.of_type("message_start")[0]["message"]["usage"]
-    total = total_input_tokens(usage)
-    expect_equal(total, counted, "message_start input tokens (incl. cache)", reason="usage")
+    usage = read(run.first(START), "message.usage", dict, where=START)
+    streamed = total_input_tokens(usage, where="message_start's usage")
+    expect(streamed > 0, "message_start input tokens > 0", streamed, reason="usage")
+    expect_equal(
+        streamed, plain, "message_start input tokens (incl. cache) vs non-streamed usage", reason="usage"
+    )
 
 
 @prop(
@@ -323,16 +348,13 @@ def test_stream_014_start_input_tokens(target: Target) -> None:
 )
 def test_stream_015_stop_sequence_in_stream(target: Target) -> None:
     run = expect_stream(stream_raw(target, stop_sequence_body(target)))
-    delta = run.of_type("message_delta")[-1]["delta"]
-    expect_equal(delta.get("stop_reason"), "stop_sequence", "message_delta stop_reason")
-    expect(
-        delta.get("stop_sequence") in COMMON_STOPS,
-        f"stop_sequence in {COMMON_STOPS}",
-        delta.get("stop_sequence"),
-    )
+    last = run.last("message_delta")
+    expect_equal(stop_reason(last, "delta.stop_reason", where=LAST_DELTA), "stop_sequence", "stop_reason")
+    sequence = read(last, "delta.stop_sequence", str, where=LAST_DELTA)
+    expect(sequence in COMMON_STOPS, f"stop_sequence in {COMMON_STOPS}", sequence, reason="stop-sequence")
     text = run.text
     expect(
-        delta["stop_sequence"] not in text,
+        sequence not in text,
         "streamed text without the stop sequence",
         text,
         reason="stop-sequence-in-text",
@@ -344,21 +366,22 @@ def test_stream_015_stop_sequence_in_stream(target: Target) -> None:
     Level.MUST,
     "max_tokens is reported in message_delta",
     url=f"{STREAMING}#event-types",
-    requirement="A streamed turn cut by max_tokens ends with message_delta stop_reason "
-    "'max_tokens' and output_tokens <= max_tokens.",
+    requirement="A streamed turn cut by max_tokens stops there: no more text than max_tokens "
+    "allows (measured, and by the target's own count), output_tokens <= max_tokens, and the "
+    "last message_delta says stop_reason 'max_tokens'.",
     invariant=35,
 )
 def test_stream_016_max_tokens_in_stream(target: Target) -> None:
-    body = message_body(target, max_tokens=2, messages=[{"role": "user", "content": LONG_ANSWER_PROMPT}])
-    run = expect_stream(stream_raw(target, body))
-    last = run.of_type("message_delta")[-1]
-    expect_equal(last["delta"].get("stop_reason"), "max_tokens", "message_delta stop_reason")
-    expect(
-        last["usage"]["output_tokens"] <= 2,
-        "output_tokens <= 2",
-        last["usage"]["output_tokens"],
-        reason="usage",
-    )
+    """Judged by what was streamed: reading stops after 4 KB of text, far past 2 tokens, so a
+    target that ignores max_tokens fails here instead of running into the suite's timeout."""
+    limit = 2
+    body = message_body(target, max_tokens=limit, messages=[{"role": "user", "content": LONG_ANSWER_PROMPT}])
+    run = expect_stream(stream_raw(target, body, max_text=4096))
+    last = None if run.truncated else run.last("message_delta")
+    reported = None if last is None else read_optional(last, "usage.output_tokens", int, where=LAST_DELTA)
+    expect_within_max_tokens(target, run.text, reported, limit, where="the streamed answer")
+    assert last is not None  # a truncated stream had more than 4 KB of text and failed above
+    expect_equal(stop_reason(last, "delta.stop_reason", where=LAST_DELTA), "max_tokens", "stop_reason")
 
 
 @prop(
@@ -403,6 +426,7 @@ def test_stream_018_early_errors_are_json(target: Target) -> None:
         "POST", "/v1/messages", json_body=message_body(target, messages=[], stream=True)
     )
     expect_error(response, 400, "invalid_request_error")
+    expect_json(response)
 
 
 @prop(
@@ -438,10 +462,9 @@ def test_stream_019_error_event(target: Target) -> None:
 )
 def test_stream_020_no_empty_deltas(target: Target) -> None:
     for run in streams(target):
+        deltas = [e.get("delta") for e in run.of_type("content_block_delta")]
         empty = [
-            e
-            for e in run.of_type("content_block_delta")
-            if e["delta"].get("type") == "text_delta" and not e["delta"].get("text")
+            d for d in deltas if isinstance(d, dict) and d.get("type") == "text_delta" and not d.get("text")
         ]
         expect(not empty, "no empty text_delta", empty[:3], reason="empty-delta")
 

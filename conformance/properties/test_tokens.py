@@ -6,12 +6,15 @@ from typing import Any
 
 from conformance.catalogue import Level, prop
 from conformance.checks import (
+    Cases,
     expect,
     expect_equal,
     expect_error,
     expect_json,
     expect_no_schema_errors,
     expect_status,
+    json_object,
+    read,
 )
 from conformance.drivers import create_json, message_body, sdk_call, total_input_tokens
 from conformance.schemas import validate_response
@@ -19,36 +22,65 @@ from conformance.target import Target
 
 COUNT = "api/messages-count-tokens"
 PROMPT = [{"role": "user", "content": "Name three colours of the sea at dawn."}]
+SYSTEM = "You are a poet who answers briefly."
 
 
 def count(target: Target, **fields: Any) -> int:
+    """input_tokens of a 200 count_tokens answer (its schema is TOKENS-004's to judge)."""
     body = {"model": target.model, "messages": PROMPT, **fields}
     response = target.request("POST", "/v1/messages/count_tokens", json_body=body)
     expect_status(response, 200)
-    payload = expect_json(response)
-    expect_no_schema_errors(
-        validate_response("POST /v1/messages/count_tokens", 200, payload), "count_tokens body"
-    )
-    value = payload.get("input_tokens") if isinstance(payload, dict) else None
-    expect(isinstance(value, int) and value > 0, "input_tokens an integer > 0", payload, reason="count")
-    return int(value)  # type: ignore[arg-type]
+    value: int = read(json_object(response, "count_tokens body"), "input_tokens", int, where="count_tokens")
+    expect(value > 0, "input_tokens > 0", value, reason="count")
+    return value
+
+
+def count_and_usage(target: Target) -> tuple[int, int]:
+    """count_tokens of a prompt, and the total input usage of a create request with it."""
+    counted = count(target, system=SYSTEM)
+    message = create_json(target, message_body(target, messages=PROMPT, system=SYSTEM, max_tokens=4))
+    used = total_input_tokens(read(message, "usage", dict, where="the Message"), where="usage")
+    return counted, used
+
+
+def tolerance(counted: int) -> int:
+    """The "small amount" by which the docs let the count differ from usage: 2 tokens or 2 %."""
+    return max(2, -(-counted * 2 // 100))
 
 
 @prop(
     "TOKENS-001",
     Level.MUST,
-    "count_tokens equals usage.input_tokens",
+    "count_tokens agrees with usage.input_tokens",
     url=f"{COUNT}#response-input-tokens",
     requirement="count_tokens returns the total input tokens of the messages, system prompt and "
-    "tools: without prompt caching this equals usage.input_tokens of the same create request.",
+    "tools. The docs call it an estimate that may differ from the input tokens of the same "
+    "create request 'by a small amount': here at most 2 tokens or 2 %, whichever is more.",
     invariant=51,
 )
 def test_tokens_001_count_matches_usage(target: Target) -> None:
-    system = "You are a poet who answers briefly."
-    counted = count(target, system=system)
-    usage = create_json(target, message_body(target, messages=PROMPT, system=system, max_tokens=4))["usage"]
-    total = total_input_tokens(usage)
-    expect_equal(total, counted, "usage input (incl. cache) of the same request", reason="count-mismatch")
+    counted, used = count_and_usage(target)
+    expect(
+        abs(used - counted) <= tolerance(counted),
+        f"usage input (incl. cache) within {tolerance(counted)} of count_tokens {counted}",
+        used,
+        reason="count-mismatch",
+    )
+
+
+@prop(
+    "TOKENS-007",
+    Level.SHOULD,
+    "count_tokens equals usage.input_tokens exactly",
+    url=f"{COUNT}#response-input-tokens",
+    requirement="A server that renders the prompt for counting exactly as for generation gives "
+    "count_tokens equal to usage.input_tokens (incl. cache counters) of the same request; the "
+    "real API only promises an estimate, so this is a SHOULD.",
+    invariant=51,
+)
+def test_tokens_007_count_exact(target: Target) -> None:
+    counted, used = count_and_usage(target)
+    expect_equal(used, counted, "usage input (incl. cache) of the same request", reason="count-mismatch")
 
 
 @prop(
@@ -102,6 +134,14 @@ def test_tokens_003_counts_system(target: Target) -> None:
     "input_tokens is a positive integer.",
 )
 def test_tokens_004_sdk_count(target: Target) -> None:
+    """The property that judges the count_tokens body's schema (the others read input_tokens)."""
+    response = target.request(
+        "POST", "/v1/messages/count_tokens", json_body={"model": target.model, "messages": PROMPT}
+    )
+    expect_status(response, 200)
+    expect_no_schema_errors(
+        validate_response("POST /v1/messages/count_tokens", 200, expect_json(response)), "count_tokens body"
+    )
     result = sdk_call(
         "messages.count_tokens",
         target.sdk().messages.count_tokens,
@@ -134,15 +174,19 @@ def test_tokens_005_rejects_create_fields(target: Target) -> None:
     requirement="count_tokens rejects what create rejects: empty messages are a 400, an unknown model a 404.",
 )
 def test_tokens_006_validates(target: Target) -> None:
-    empty = {"model": target.model, "messages": []}
-    expect_error(
-        target.request("POST", "/v1/messages/count_tokens", json_body=empty),
-        400,
-        "invalid_request_error",
-    )
-    unknown = {"model": "plumbline-no-such-model-0000", "messages": PROMPT}
-    expect_error(
-        target.request("POST", "/v1/messages/count_tokens", json_body=unknown),
-        404,
-        "not_found_error",
-    )
+    cases = Cases()
+    with cases.case("empty messages"):
+        empty = {"model": target.model, "messages": []}
+        expect_error(
+            target.request("POST", "/v1/messages/count_tokens", json_body=empty),
+            400,
+            "invalid_request_error",
+        )
+    with cases.case("unknown model"):
+        unknown = {"model": "plumbline-no-such-model-0000", "messages": PROMPT}
+        expect_error(
+            target.request("POST", "/v1/messages/count_tokens", json_body=unknown),
+            404,
+            "not_found_error",
+        )
+    cases.check()

@@ -129,7 +129,10 @@ class FaultProxy:
             body += message.get("body", b"")
             if not message.get("more_body"):
                 break
-        path = scope["path"] + (f"?{scope['query_string'].decode()}" if scope["query_string"] else "")
+        # The raw (still percent-encoded) path: generated ids may hold characters httpx will not
+        # put in a URL unencoded.
+        raw = scope.get("raw_path") or scope["path"].encode()
+        path = raw.decode("latin-1") + (f"?{scope['query_string'].decode()}" if scope["query_string"] else "")
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
         request = Request(scope["method"], path, headers, body)
         tag = headers.get(PROPERTY_HEADER, "")

@@ -347,6 +347,11 @@ def _empty_block_first(_: Request, data: JSONDict) -> None:
     data["content"].insert(0, {"type": "text", "text": "", "citations": None})
 
 
+def _openai_finish(_: Request, data: JSONDict) -> None:
+    words = {"end_turn": "stop", "max_tokens": "length"}
+    data["stop_reason"] = words.get(data.get("stop_reason"), data.get("stop_reason"))
+
+
 def _empty_stop_sequence(_: Request, data: JSONDict) -> None:
     if data.get("stop_reason") != "stop_sequence":
         data["stop_sequence"] = ""
@@ -414,6 +419,7 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
             request=lambda r: error(404, "not_found_error") if "beta=true" in r.path else r,
         ),
         "MSG-020": Fault("output_tokens over max_tokens", response=message_json(_bump_output_tokens)),
+        "MSG-021": Fault("OpenAI finish reasons (stop, length)", response=message_json(_openai_finish)),
         # ---- streaming
         "STREAM-001": Fault(
             "stream sent as text/plain",
@@ -537,6 +543,7 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
         ),
         "ERR-027": Fault("images silently ignored (mlx-vlm #1060)", response=accept),
         "ERR-028": Fault("validation as 422", response=when_error(fastapi_422)),
+        "ERR-029": Fault("unknown roles accepted (tldw)", response=accept),
         # ---- headers and auth
         "HDR-001": Fault(
             "no request-id header",
@@ -566,6 +573,7 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
             "counts scaled (oMLX context scaling)", response=_count_body(lambda r, n: n * 4 // 3 + 1)
         ),
         "TOKENS-002": Fault("constant count (codebuddy2api #12)", response=_count_body(lambda r, n: 10)),
+        "TOKENS-007": Fault("count one token off (BOS counted)", response=_count_body(lambda r, n: n + 1)),
         "TOKENS-003": Fault("system ignored (CLIProxyAPI #679)", request=_strip("system")),
         "TOKENS-004": Fault(
             "count_tokens missing (LiteLLM #13252)",

@@ -9,34 +9,22 @@ FAIL (MUST) or WARN (SHOULD), and the gate exit 1.
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 from conformance.catalogue import REGISTRY, Level
-from conformance.launcher import reference_server
 from conformance.properties import load_all
 
 from .fault_proxy import FaultProxy, running_proxy
 from .faults import fault_catalogue
-from .suite import API_KEY, PROOF_PROFILE, run_suite, verdicts
+from .suite import API_KEY, run_suite, verdicts
 
 pytestmark = [pytest.mark.mlx, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def reference_url(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    log = tmp_path_factory.mktemp("server") / "server.log"
-    with reference_server("tiny-random", log=log, api_key=API_KEY, args=["--ping-interval", "0.5"]) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("profile") / "proof.toml"
-    path.write_text(PROOF_PROFILE)
-    return path
+# Properties that judge what only some models do: on tiny-random, which never ends a turn by
+# itself, MSG-021 is SKIP by design (test_honest_verdicts.py proves it on SmolLM2).
+MODEL_DEPENDENT = {"MSG-021": "SKIP"}
 
 
 def test_every_property_has_exactly_one_fault():
@@ -44,10 +32,10 @@ def test_every_property_has_exactly_one_fault():
     assert set(fault_catalogue(API_KEY)) == set(REGISTRY)
 
 
-def test_reference_server_passes_every_property(reference_url, profile, tmp_path):
-    code, index, _ = run_suite(reference_url, tmp_path, profile=profile)
+def test_reference_server_passes_every_property(tiny_random_url, proof_profile, tmp_path):
+    code, index, _ = run_suite(tiny_random_url, tmp_path, profile=proof_profile)
     load_all()
-    not_passing = {pid: v for pid, v in verdicts(index).items() if v != "PASS"}
+    not_passing = {pid: v for pid, v in verdicts(index).items() if v != MODEL_DEPENDENT.get(pid, "PASS")}
     assert not not_passing, json.dumps([p for p in index["properties"] if p["id"] in not_passing], indent=1)[
         :6000
     ]
@@ -58,11 +46,11 @@ def test_reference_server_passes_every_property(reference_url, profile, tmp_path
     }
 
 
-def test_each_property_fails_on_its_fault(reference_url, profile, tmp_path):
+def test_each_property_fails_on_its_fault(tiny_random_url, proof_profile, tmp_path):
     load_all()
-    proxy = FaultProxy(reference_url, fault_catalogue(API_KEY))
+    proxy = FaultProxy(tiny_random_url, fault_catalogue(API_KEY))
     with running_proxy(proxy) as url:
-        code, index, _ = run_suite(url, tmp_path, profile=profile)
+        code, index, _ = run_suite(url, tmp_path, profile=proof_profile)
     expected = {pid: ("FAIL" if prop.level is Level.MUST else "WARN") for pid, prop in REGISTRY.items()}
     got = verdicts(index)
     wrong = {pid: got.get(pid) for pid in expected if got.get(pid) != expected[pid]}

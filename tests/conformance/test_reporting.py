@@ -83,3 +83,40 @@ def test_the_four_reports_agree(tmp_path):
     assert "unknown &lt;field&gt;" in page  # escaped
     assert "<script" not in page
     assert "http" not in page.split("<style>")[1].split("</style>")[0]  # no external assets
+
+
+def test_requirement_and_failure_text_are_printed_literally(tmp_path):
+    markup = "name ^[a-zA-Z0-9_-]{1,128}$ | `code` *not bold*"
+    items = [
+        Result(
+            Property("ERR-011", Level.MUST, "bad [tools]", Citation("https://example.invalid/d", markup)),
+            Verdict.FAIL,
+            0.1,
+            reason="wrong-status",
+            expected="HTTP status 400\nsecond line",
+            actual=f"HTTP 200: {markup}",
+        ),
+        Result(
+            Property("ERR-012", Level.MUST, "pairs", CITE),
+            Verdict.FAIL,
+            0.1,
+            reason="wrong-status",
+            expected="HTTP status 400",
+            actual="HTTP 200: ok",
+        ),
+    ]
+    gate = compute_gate(items, {}, strict=False, harness_failed=False)
+    out = write_reports(tmp_path / "run", RUN, items, gate)
+    summary = (out / "summary.md").read_text()
+    row = next(line for line in summary.splitlines() if line.startswith("| FAIL | ERR-011"))
+    assert row.count(" | ") == 5  # six cells: the pipe inside the text does not split one
+    assert "^\\[a-zA-Z0-9\\_-\\]{1,128}$" in row
+    assert "- HTTP 200 where another status was expected: ERR-011, ERR-012" in summary
+    suite = ET.parse(out / "junit.xml").getroot()
+    failure = next(suite.iter("failure"))
+    assert failure.get("message") == f"Expected: HTTP status 400 | Actual: HTTP 200: {markup}"
+    page = (out / "report.html").read_text()
+    assert "Causes shared by several properties" in page
+    assert "^[a-zA-Z0-9_-]{1,128}$" in page
+    index = json.loads((out / "index.json").read_text())
+    assert index["causes"][0]["properties"] == ["ERR-011", "ERR-012"]

@@ -60,6 +60,10 @@ def test_profile_loading(tmp_path):
     profile = load_profile(path)
     assert (profile.name, profile.deterministic, profile.features) == ("x", True, frozenset({"tools"}))
     assert profile.baseline == (tmp_path / "b.toml").resolve()
+    path.write_text("deterministic = false\ngenerated_budget_seconds = 5\n")
+    assert (load_profile(path).deterministic, load_profile(path).generated_budget_seconds) == (False, 5.0)
+    path.write_text('name = "y"\n')
+    assert load_profile(path).deterministic is None  # not said: the run probes
     path.write_text("colour = 1\n")
     with pytest.raises(ValueError, match="colour"):
         load_profile(path)
@@ -76,3 +80,4 @@ def test_list_prints_the_catalogue_without_a_target():
     )
     assert "STREAM-002" in done.stdout
     assert "MUST" in done.stdout
+    assert "^[a-zA-Z0-9_-]{1,128}$" in done.stdout  # requirement text is not read as markup

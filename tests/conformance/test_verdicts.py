@@ -9,7 +9,10 @@ from conformance.verdicts import (
     EXIT_HARNESS,
     Result,
     Verdict,
+    cause_of,
+    causes,
     compute_gate,
+    first_line,
     load_baseline,
     write_baseline,
 )
@@ -88,3 +91,36 @@ def test_baseline_round_trip(tmp_path):
 def test_missing_baseline_is_empty(tmp_path):
     assert load_baseline(tmp_path / "none.toml") == {}
     assert load_baseline(None) == {}
+
+
+def broken(pid: str, reason: str, actual: str, verdict: Verdict = Verdict.FAIL) -> Result:
+    return Result(Property(pid, Level.MUST, pid.lower(), CITE), verdict, 0.1, reason=reason, actual=actual)
+
+
+def test_failures_that_share_a_cause_are_grouped_biggest_first():
+    items = [
+        broken("MSG-001", "schema", "$: 'stop_sequence' is a required property; $.usage: bad"),
+        broken("FUZZ-003", "schema", "$: 'stop_sequence' is a required property"),
+        broken("ERR-001", "wrong-status", 'HTTP 422: {"detail": [1]}'),
+        broken("ERR-003", "wrong-status", '2 of 3 sub-cases broken: [a] HTTP 422: {"detail": [2]}\n[b] x'),
+        broken("ERR-004", "wrong-status", "HTTP 500: boom"),
+        result("MSG-002", Verdict.PASS),
+    ]
+    assert causes(items) == [
+        ("HTTP 422 where another status was expected", ["ERR-001", "ERR-003"]),
+        ("schema: $: 'stop_sequence' is a required property", ["FUZZ-003", "MSG-001"]),
+        ("HTTP 500 where another status was expected", ["ERR-004"]),
+    ]
+    assert cause_of(result("MSG-002", Verdict.PASS)) is None
+
+
+def test_an_error_is_caused_by_its_exception_line():
+    error = Result(
+        Property("HDR-001", Level.MUST, "h", CITE),
+        Verdict.ERROR,
+        0.0,
+        message="ConnectError: refused\nTraceback (most recent call last):\n  File ...",
+    )
+    assert cause_of(error) == "ConnectError: refused"
+    assert first_line("  \n") == ""
+    assert first_line("x" * 300, 10) == "x" * 9 + "…"

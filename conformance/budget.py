@@ -1,0 +1,57 @@
+"""Bounded time for generated-input properties.
+
+Against a slow target, hypothesis would keep sending examples, then keep sending shrunk ones
+to minimise a failure: minutes per property (31 minutes for one real peer). A CI gate needs a
+bound, so each generated property runs its examples within a wall-clock budget (the profile's
+`generated_budget_seconds`); the `ci` and `default` hypothesis profiles stop at the first
+failing example and do not shrink it (hypothesis_profiles.py): that example is the evidence.
+Examples past the budget are rejected before anything is sent (`hypothesis.reject`), which
+ends the run at once; after a failure nothing is rejected, so hypothesis can replay the
+failing example for the report. The `deep` profile (nightly fuzzing) has no budget.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from hypothesis import reject, settings
+
+__all__ = ["budgeted"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _unbounded() -> bool:
+    chosen = os.environ.get("PLUMBLINE_HYPOTHESIS_PROFILE") or settings.get_current_profile_name()
+    return chosen == "deep"
+
+
+def budgeted(seconds: float) -> Callable[[F], F]:
+    """Decorate the body of a `@given` test (below `@given`) to run within `seconds`."""
+
+    def wrap(test: F) -> F:
+        if _unbounded():
+            return test
+        started: float | None = None
+        failed = False
+
+        @functools.wraps(test)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            nonlocal started, failed
+            now = time.monotonic()
+            started = now if started is None else started
+            if not failed and now - started > seconds:
+                reject()  # out of time and nothing failed: no more examples
+            try:
+                return test(*args, **kwargs)
+            except Exception:
+                failed = True
+                raise
+
+        return run  # type: ignore[return-value]
+
+    return wrap

@@ -1,0 +1,56 @@
+"""Is the target deterministic at temperature 0? Asked of the profile, else probed.
+
+The comparison properties (stream ≡ create, generated streams ≡ their plain twins) need a
+target that answers the same request the same way. Most users run `--target URL` with no
+profile, so when the profile does not say, the run starts by sending the same greedy
+non-streamed request twice: identical answers make the target deterministic for this run.
+`deterministic = false` in a profile turns the comparisons off without probing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import httpx
+
+from conformance.drivers import LONG_ANSWER_PROMPT, message_body
+from conformance.target import Target
+
+__all__ = ["Determinism", "probe_determinism"]
+
+PROBE_MAX_TOKENS = 24
+
+
+@dataclass(frozen=True, slots=True)
+class Determinism:
+    deterministic: bool
+    source: str  # "profile" or "probe"
+    detail: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {"deterministic": self.deterministic, "source": self.source, "detail": self.detail}
+
+
+def probe_determinism(target: Target) -> Determinism:
+    """The profile's word, or the result of sending the same temperature-0 request twice."""
+    declared = target.config.profile.deterministic
+    if declared is not None:
+        return Determinism(declared, "profile", f"the profile says deterministic = {str(declared).lower()}")
+    body = message_body(
+        target,
+        max_tokens=PROBE_MAX_TOKENS,
+        messages=[{"role": "user", "content": LONG_ANSWER_PROMPT}],
+    )
+    answers = []
+    for _ in range(2):
+        try:
+            response = target.request("POST", "/v1/messages", json_body=body)
+            message = response.json() if response.status_code == 200 else None
+        except (httpx.TransportError, ValueError) as exc:
+            return Determinism(False, "probe", f"the probe request failed ({type(exc).__name__}: {exc})")
+        if not isinstance(message, dict):
+            return Determinism(False, "probe", f"the probe request got HTTP {response.status_code}")
+        answers.append((message.get("content"), message.get("stop_reason"), message.get("stop_sequence")))
+    if answers[0] == answers[1]:
+        return Determinism(True, "probe", "the same greedy request, sent twice, got identical answers")
+    return Determinism(False, "probe", "the same greedy request, sent twice, got different answers")

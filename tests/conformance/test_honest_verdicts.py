@@ -1,0 +1,99 @@
+"""Issue 6's end-to-end checks: the default `plumbline --target URL` run (no profile) catches
+a stream that repeats a text delta and a server that says `stop` for `end_turn`, and one
+deviation fails exactly the property whose rule it breaks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .fault_proxy import Fault, FaultProxy, Frame, Request, running_proxy
+from .faults import edit_payloads, message_json
+from .suite import run_suite, verdicts
+
+pytestmark = [pytest.mark.mlx, pytest.mark.slow]
+
+JSONDict = dict[str, Any]
+
+
+def repeat_last_text_delta(_: Request, frames: list[Frame]) -> list[Frame]:
+    """The last text_delta sent twice (a translator that flushes its buffer once too often)."""
+    deltas = [
+        i
+        for i, frame in enumerate(frames)
+        if isinstance(frame.payload, dict) and frame.payload.get("type") == "content_block_delta"
+    ]
+    if not deltas:
+        return frames
+    return [*frames[: deltas[-1] + 1], frames[deltas[-1]], *frames[deltas[-1] + 1 :]]
+
+
+def _openai_stop(_: Request, data: JSONDict) -> None:
+    if data.get("stop_reason") == "end_turn":
+        data["stop_reason"] = "stop"
+
+
+def _openai_stop_in_stream(payload: JSONDict) -> None:
+    if payload["delta"].get("stop_reason") == "end_turn":
+        payload["delta"]["stop_reason"] = "stop"
+
+
+def _drop_null_stop_sequence(_: Request, data: JSONDict) -> None:
+    """OGX's body: `stop_sequence` left out when it is null (exclude_none serialisation)."""
+    if data.get("stop_sequence") is None:
+        data.pop("stop_sequence", None)
+
+
+def test_a_repeated_text_delta_fails_the_run_without_a_profile(tiny_random_url, tmp_path):
+    proxy = FaultProxy(tiny_random_url, everywhere=Fault("repeated delta", frames=repeat_last_text_delta))
+    with running_proxy(proxy) as url:
+        code, index, output = run_suite(url, tmp_path)  # no profile: the run probes determinism
+    assert index["determinism"] == {
+        "deterministic": True,
+        "source": "probe",
+        "detail": "the same greedy request, sent twice, got identical answers",
+    }
+    got = verdicts(index)
+    assert got["STREAM-012"] == "FAIL", output[-3000:]
+    assert "ERROR" not in got.values()
+    assert code == 1
+
+
+def test_stop_instead_of_end_turn_fails_the_run_on_a_model_that_ends_turns(smollm2_url, tmp_path):
+    model = "smollm2-135m-instruct"
+    selection = ["-k", "msg_021"]  # the property that provokes end_turn on any model
+    code, index, output = run_suite(smollm2_url, tmp_path / "clean", model=model, extra=selection)
+    assert verdicts(index) == {"MSG-021": "PASS"}, output[-3000:]
+    fault = Fault(
+        "OpenAI's stop for end_turn",
+        response=message_json(_openai_stop),
+        frames=edit_payloads("message_delta", _openai_stop_in_stream),
+    )
+    with running_proxy(FaultProxy(smollm2_url, everywhere=fault)) as url:
+        code, index, output = run_suite(url, tmp_path / "fault", model=model, extra=selection)
+    result = index["properties"][0]
+    assert result["verdict"] == "FAIL", output[-3000:]
+    assert result["reason"] == "stop-reason"
+    assert result["actual"] == "stop"
+    assert code == 1
+
+
+def test_a_missing_stop_sequence_key_fails_only_the_schema_properties(
+    tiny_random_url, proof_profile, tmp_path
+):
+    fault = Fault("stop_sequence omitted when null", response=message_json(_drop_null_stop_sequence))
+    with running_proxy(FaultProxy(tiny_random_url, everywhere=fault)) as url:
+        code, index, output = run_suite(url, tmp_path, profile=proof_profile)
+    broken = {pid: v for pid, v in verdicts(index).items() if v not in ("PASS", "SKIP")}
+    # MSG-001 judges the Message's schema; FUZZ-003 judges schema-valid answers to generated
+    # requests. The stop-reason, stop-sequence and max_tokens properties all still judge their
+    # own rules, and pass.
+    assert broken == {"MSG-001": "FAIL", "FUZZ-003": "FAIL"}, output[-3000:]
+    skipped = {pid for pid, v in verdicts(index).items() if v == "SKIP"}
+    assert skipped == {"MSG-021"}  # tiny-random never ends a turn by itself
+    causes = [c for c in index["causes"] if len(c["properties"]) > 1]
+    assert causes == [
+        {"cause": "schema: $: 'stop_sequence' is a required property", "properties": ["FUZZ-003", "MSG-001"]}
+    ]
+    assert code == 1
