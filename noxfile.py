@@ -75,6 +75,15 @@ def bench(session: nox.Session) -> None:
 
 
 @nox.session(default=False)
+def sweep(session: nox.Session) -> None:
+    """The full structural-fault sweep: the whole catalogue through the fault proxy once per
+    structural fault and per fault of tests/conformance/faults.py; no property may ERROR
+    (scripts/sweep.py, options after --; slow: over an hour on two cores)."""
+    install_project(session, "server")
+    session.run("python", "scripts/sweep.py", *session.posargs, env={"PYTHONHASHSEED": "0"})
+
+
+@nox.session(default=False)
 def fuzz(session: nox.Session) -> None:
     """The deep hypothesis profile and long schemathesis runs (not in CI)."""
     install_project(session, "server")

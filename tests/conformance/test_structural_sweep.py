@@ -1,0 +1,114 @@
+"""No property ends in ERROR, whatever shape the target's answers take.
+
+A target's malformed answer is the target's failure (FAIL or WARN), never a harness error.
+Each case runs the whole catalogue against the reference server (tiny-random) through
+`FaultProxy(url, everywhere=fault)`: one structural fault from structural.py (a field
+missing, null or of the wrong type; a non-JSON body; a replaced status) or one fault of
+faults.py, applied to every exchange. Each asserts that no property is ERROR and that the
+fault's owner properties FAIL or WARN.
+
+This file runs a fast selection spanning every shape; the full sweep (every structural fault
+and every fault of faults.py) is `nox -s sweep` (scripts/sweep.py), too slow for CI.
+"""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance.catalogue import REGISTRY
+from conformance.launcher import reference_server
+from conformance.properties import load_all
+
+from .structural import EVENT_SHAPES, StructuralFault, all_faults, judge, shape_of, structural_faults
+from .suite import API_KEY, PROOF_PROFILE
+
+FAST = (
+    "message:usage:missing",
+    "message_delta:usage.output_tokens:null",
+    "message_start:message.usage.input_tokens:wrong-type",
+    "message:body:non-json",
+    "content_block_delta:data:non-json",
+    "error:error:missing",
+    "count_tokens:input_tokens:wrong-type",
+    "model_list:data:missing",
+    "message:status:500",
+    "catalogue:STREAM-002",
+    "catalogue:ERR-023",
+    "catalogue:MODELS-001",
+)
+SHAPES = {
+    "message",
+    "count_tokens",
+    "model_list",
+    "model_info",
+    "error",
+    "error_event",
+    "stream",
+    *EVENT_SHAPES,
+}
+
+
+def _by_name() -> dict[str, StructuralFault]:
+    return {fault.name: fault for fault in all_faults(API_KEY)}
+
+
+# ------------------------------------------------------------------ no server
+
+
+def test_every_shape_has_faults_with_unique_names_and_known_owners() -> None:
+    faults = structural_faults()
+    per_shape = collections.Counter(shape_of(f.name) for f in faults)
+    assert set(per_shape) == SHAPES, per_shape
+    names = [f.name for f in all_faults(API_KEY)]
+    assert len(names) == len(set(names)), [n for n, c in collections.Counter(names).items() if c > 1]
+    load_all()
+    unknown = {f.name: f.owners for f in faults if not f.owners or not set(f.owners) <= set(REGISTRY)}
+    assert not unknown, unknown
+    for shape in SHAPES - {"stream"}:
+        kinds = {f.name.rsplit(":", 1)[1] for f in faults if shape_of(f.name) == shape}
+        assert {"missing", "non-json"} <= kinds, (shape, kinds)
+    assert set(FAST) <= set(names)
+
+
+def test_fields_follow_the_schemas() -> None:
+    names = {f.name for f in structural_faults()}
+    # Required fields go missing; nullable ones are never "set to null"; optional ones never go missing.
+    assert "message:usage.input_tokens:missing" in names
+    assert "message:stop_reason:wrong-type" in names
+    assert "message:stop_reason:null" not in names  # null is allowed
+    assert "message:stop_details:missing" not in names  # not required
+    assert "content_block_delta:delta.text:wrong-type" in names  # first union branch: text_delta
+    assert "model_list:data[0].id:missing" in names
+    assert "message_delta:delta.stop_reason:missing" in names
+    assert not any(n.startswith("message_start:message.content[0]") for n in names)  # always empty there
+
+
+# ------------------------------------------------------------------ against the reference server
+
+
+@pytest.fixture(scope="module")
+def reference_url(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    log = tmp_path_factory.mktemp("server") / "server.log"
+    with reference_server("tiny-random", log=log, api_key=API_KEY, args=["--ping-interval", "0.5"]) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("profile") / "proof.toml"
+    path.write_text(PROOF_PROFILE)
+    return path
+
+
+@pytest.mark.mlx
+@pytest.mark.slow
+@pytest.mark.parametrize("name", FAST)
+def test_no_error_under_fault(name: str, reference_url: str, profile: Path, tmp_path: Path) -> None:
+    fault = _by_name()[name]
+    outcome = judge(fault, reference_url, tmp_path, profile=profile)
+    if not outcome.ok:  # no assert: its introspection would print every verdict of the run
+        pytest.fail(outcome.explain(), pytrace=False)
