@@ -74,6 +74,13 @@ def test_a_connection_closed_without_an_answer_is_a_fail(tmp_path):
     assert result["reason"] == "connection-closed"
     assert "RemoteProtocolError" in result["actual"]
     assert code == 1, output[-2000:]
+    # A close before the first byte is retried once (a stale keep-alive connection looks so).
+    case = json.loads(
+        (tmp_path / index["target"]["slug"] / index["run_id"] / result["evidence_file"]).read_text()
+    )
+    first, second = case["exchanges"][-2:]
+    assert first["request"]["url"] == second["request"]["url"]
+    assert first["transport_error"] and second["transport_error"]
 
 
 def test_an_answer_that_never_comes_is_a_fail_when_the_target_is_alive(tmp_path):
