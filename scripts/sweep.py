@@ -58,14 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--summarize", type=Path, help="only rewrite the summaries of DIR/results.jsonl")
     args = parser.parse_args(argv)
     if args.summarize is not None:
-        return summarize(
-            args.summarize,
-            [_outcome(json.loads(line)) for line in (args.summarize / "results.jsonl").open()],
-            None,
-            args.jobs,
-        )
+        # Owners are re-read from today's fault list: the recorded verdicts are the data.
+        owners = {f.name: f.owners for f in [CONTROL, *all_faults(API_KEY)]}
+        lines = (args.summarize / "results.jsonl").read_text().splitlines()
+        recorded = [_outcome(json.loads(line), owners) for line in lines if line.strip()]
+        return summarize(args.summarize, recorded, None, args.jobs)
     os.chdir(ROOT)  # `python -m conformance` and `python -m reference_server` run from the checkout
-    logging.getLogger("uvicorn.error").addFilter(_DropProxyTracebacks())
+    logging.getLogger("uvicorn.error").addFilter(_OneLineProxyCrashes())
 
     faults = [CONTROL, *all_faults(API_KEY)]
     if args.only:
@@ -138,10 +137,11 @@ def summarize(out: Path, outcomes: list[Outcome], wall: float | None, jobs: int)
     return 0 if all(o.ok for o in outcomes) else 1
 
 
-def _outcome(data: dict[str, Any]) -> Outcome:
+def _outcome(data: dict[str, Any], owners: dict[str, tuple[str, ...]]) -> Outcome:
+    names = owners.get(data["name"], tuple(data["owners"]))
     return Outcome(
         data["name"],
-        data["owners"],
+        {pid: data["verdicts"].get(pid) for pid in names} if data["verdicts"] else dict.fromkeys(names),
         errors=data["errors"],
         verdicts=data["verdicts"],
         exit_code=data["exit_code"],
@@ -150,14 +150,17 @@ def _outcome(data: dict[str, Any]) -> Outcome:
     )
 
 
-class _DropProxyTracebacks(logging.Filter):
-    """The fault proxy logs a traceback for each request it cannot forward (a path with control
-    characters, from FUZZ-004's generated ids: httpx.InvalidURL, answered 500 by uvicorn);
-    the control run shows its effect on the verdicts. uvicorn re-applies its logging config
-    whenever a proxy starts, so a filter (which it keeps) rather than a level."""
+class _OneLineProxyCrashes(logging.Filter):
+    """A fault hook that crashes (e.g. on a request body that is a JSON list) makes the proxy
+    answer 500, and uvicorn logs a whole traceback: keep its last line only. uvicorn re-applies
+    its logging config whenever a proxy starts, so a filter (which it keeps) rather than a level."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.getMessage() != "Exception in ASGI application"
+        if record.getMessage().startswith("Exception in ASGI application") and record.exc_info:
+            error = record.exc_info[1]
+            record.msg, record.args = f"fault proxy answered 500: {type(error).__name__}: {error}", ()
+            record.exc_info, record.exc_text = None, None
+        return True
 
 
 def first_line(text: str, limit: int = 200) -> str:

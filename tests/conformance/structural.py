@@ -6,7 +6,7 @@ exactly that one bug on every exchange, whatever the property.
 The sweep (test_structural_sweep.py, scripts/sweep.py) runs the whole catalogue once per
 fault and asks two things: no property ends in ERROR (a target's malformed answer is the
 target's failure, never the harness's), and the fault's owner properties (the ones whose rule
-it breaks, table OWNERS) FAIL or WARN.
+it breaks, tables OWNERS and GRAMMAR_FIELDS) FAIL or WARN.
 
 Field lists follow the schemas, not a hand list: a field is faulted as missing only where the
 schema requires it, as null only where it does not allow null, and with a value of a JSON type
@@ -73,6 +73,34 @@ OWNERS: dict[tuple[str, str], tuple[str, ...]] = {
     ("model_info", "non-json"): ("MODELS-003",),
     ("model_info", "status"): ("MODELS-003",),
 }
+# Stream event fields that conformance/grammar.py reads itself: it reports them under its own
+# code, and validates an event against its schema (STREAM-011) only when the grammar found it
+# sound (one cause, one failure). (shape, field path) -> owner, for every kind of fault.
+GRAMMAR_FIELDS: dict[tuple[str, str], str] = {
+    **{(event, "type"): "STREAM-002" for event in (*EVENT_SHAPES, "error_event")},  # name != data.type
+    ("message_start", "message"): "STREAM-010",  # malformed-event
+    ("content_block_start", "index"): "STREAM-010",
+    ("content_block_start", "content_block"): "STREAM-010",
+    ("content_block_start", "content_block.type"): "STREAM-010",
+    ("content_block_start", "content_block.text"): "STREAM-008",  # block-start-not-empty
+    ("content_block_delta", "index"): "STREAM-010",
+    ("content_block_delta", "delta"): "STREAM-010",
+    ("content_block_delta", "delta.type"): "STREAM-010",
+    ("content_block_stop", "index"): "STREAM-010",
+    ("message_delta", "delta"): "STREAM-010",
+}
+# message_start must come empty (STREAM-004, start-not-empty): these fields present and not
+# empty (a wrong type, never their absence) are reported there.
+START_FIELDS = {"message.content", "message.stop_reason", "message.stop_sequence"}
+
+
+def field_owners(shape: str, fault: FieldFault) -> tuple[str, ...]:
+    path = path_name(fault.path)
+    if (shape, path) in GRAMMAR_FIELDS:
+        return (GRAMMAR_FIELDS[(shape, path)],)
+    if shape == "message_start" and path in START_FIELDS and fault.kind != "missing":
+        return ("STREAM-004",)
+    return OWNERS[(shape, "field")]
 
 
 class StructuralFault(NamedTuple):
@@ -409,7 +437,7 @@ def structural_faults() -> list[StructuralFault]:
         roots = [root for other, root in shapes.items() if other != shape]
         for fault in field_faults(shape, schema, roots):
             name = f"{shape}:{path_name(fault.path)}:{fault.kind}"
-            out.append(StructuralFault(name, OWNERS[(shape, "field")], _field_fault(shape, fault)))
+            out.append(StructuralFault(name, field_owners(shape, fault), _field_fault(shape, fault)))
         for name, family, extra in _shape_extras(shape):
             out.append(StructuralFault(name, OWNERS[(shape, family)], extra))
     stream_500 = Fault(

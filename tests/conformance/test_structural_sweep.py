@@ -87,6 +87,15 @@ def test_fields_follow_the_schemas() -> None:
     assert not any(n.startswith("message_start:message.content[0]") for n in names)  # always empty there
 
 
+def test_owners_follow_the_stream_grammar() -> None:
+    owners = {f.name: f.owners for f in structural_faults()}
+    assert owners["message_delta:usage.output_tokens:null"] == ("STREAM-011",)  # schema
+    assert owners["message_start:type:missing"] == ("STREAM-002",)  # the grammar reads `type` first
+    assert owners["content_block_delta:index:wrong-type"] == ("STREAM-010",)  # malformed-event
+    assert owners["message_start:message.stop_reason:wrong-type"] == ("STREAM-004",)  # not empty
+    assert owners["message_start:message.stop_reason:missing"] == ("STREAM-011",)
+
+
 # ------------------------------------------------------------------ against the reference server
 
 
