@@ -167,7 +167,8 @@ def _if_json(
     predicate: Callable[[Any], bool], answer: Callable[[Request], Response]
 ) -> Callable[[Request], Request | Response]:
     def apply(request: Request) -> Request | Response:
-        return answer(request) if predicate(request.json) else request
+        body = request.json  # only JSON objects are judged: generated list or scalar bodies pass
+        return answer(request) if isinstance(body, dict) and predicate(body) else request
 
     return apply
 
@@ -196,7 +197,8 @@ def _with_header(name: str, value: Callable[[Request], str | None]) -> Callable[
 
 
 def _has_consecutive_roles(body: Any) -> bool:
-    roles = [m.get("role") for m in (body or {}).get("messages", []) if isinstance(m, dict)]
+    messages = body.get("messages")
+    roles = [m.get("role") for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
     return any(a == b for a, b in itertools.pairwise(roles))
 
 
@@ -401,7 +403,7 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
         "MSG-015": Fault(
             "system blocks rejected",
             request=_if_json(
-                lambda b: isinstance((b or {}).get("system"), list),
+                lambda b: isinstance(b.get("system"), list),
                 lambda r: error(400, "invalid_request_error"),
             ),
         ),
@@ -412,7 +414,7 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
         ),
         "MSG-018": Fault(
             "top_k refused",
-            request=_if_json(lambda b: "top_k" in (b or {}), lambda r: error(400, "invalid_request_error")),
+            request=_if_json(lambda b: "top_k" in b, lambda r: error(400, "invalid_request_error")),
         ),
         "MSG-019": Fault(
             "?beta=true not routed (Ollama #13949)",

@@ -15,16 +15,14 @@ from __future__ import annotations
 
 import collections
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from conformance.catalogue import REGISTRY
-from conformance.launcher import reference_server
 from conformance.properties import load_all
 
 from .structural import EVENT_SHAPES, StructuralFault, all_faults, judge, shape_of, structural_faults
-from .suite import API_KEY, PROOF_PROFILE
+from .suite import API_KEY
 
 FAST = (
     "message:usage:missing",
@@ -99,25 +97,11 @@ def test_owners_follow_the_stream_grammar() -> None:
 # ------------------------------------------------------------------ against the reference server
 
 
-@pytest.fixture(scope="module")
-def reference_url(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    log = tmp_path_factory.mktemp("server") / "server.log"
-    with reference_server("tiny-random", log=log, api_key=API_KEY, args=["--ping-interval", "0.5"]) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("profile") / "proof.toml"
-    path.write_text(PROOF_PROFILE)
-    return path
-
-
 @pytest.mark.mlx
 @pytest.mark.slow
 @pytest.mark.parametrize("name", FAST)
-def test_no_error_under_fault(name: str, reference_url: str, profile: Path, tmp_path: Path) -> None:
+def test_no_error_under_fault(name: str, tiny_random_url: str, proof_profile: Path, tmp_path: Path) -> None:
     fault = _by_name()[name]
-    outcome = judge(fault, reference_url, tmp_path, profile=profile)
+    outcome = judge(fault, tiny_random_url, tmp_path, profile=proof_profile)
     if not outcome.ok:  # no assert: its introspection would print every verdict of the run
         pytest.fail(outcome.explain(), pytrace=False)

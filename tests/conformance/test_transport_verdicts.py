@@ -53,7 +53,7 @@ async def hanging_messages(scope: dict[str, Any], receive: Any, send: Any) -> No
     if scope["type"] != "http":
         return
     if scope["method"] == "POST":
-        await asyncio.sleep(30)
+        await asyncio.sleep(4)  # far past --timeout 1; short, so the server stops soon
         return
     body = json.dumps(MODEL_LIST).encode()
     await send(
@@ -72,7 +72,8 @@ def test_a_connection_closed_without_an_answer_is_a_fail(tmp_path):
     result = verdict(index, "HDR-001")
     assert result["verdict"] == "FAIL", result
     assert result["reason"] == "connection-closed"
-    assert "RemoteProtocolError" in result["actual"]
+    # A close or a reset, whichever the kernel reports first.
+    assert "RemoteProtocolError" in result["actual"] or "ReadError" in result["actual"], result["actual"]
     assert code == 1, output[-2000:]
     # A close before the first byte is retried once (a stale keep-alive connection looks so).
     case = json.loads(
@@ -80,7 +81,8 @@ def test_a_connection_closed_without_an_answer_is_a_fail(tmp_path):
     )
     first, second = case["exchanges"][-2:]
     assert first["request"]["url"] == second["request"]["url"]
-    assert first["transport_error"] and second["transport_error"]
+    assert first["transport_error"]
+    assert second["transport_error"]
 
 
 def test_an_answer_that_never_comes_is_a_fail_when_the_target_is_alive(tmp_path):
