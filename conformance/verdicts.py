@@ -156,8 +156,14 @@ def cause_of(result: Result) -> str | None:
     if result.reason == "wrong-status" and (status := _STATUS.match(actual)):
         return f"HTTP {status[1]} where another status was expected"
     if result.reason == "schema":
-        actual = actual.split("; ", 1)[0]
-    return f"{result.reason or 'mismatch'}: {first_line(actual, 160)}"
+        return f"schema: {first_line(actual.split('; ', 1)[0], 160)}"
+    if result.reason in ("missing-field", "wrong-type", "stop-reason"):
+        return f"{result.reason}: {first_line(actual, 160)}"  # names the field or the value
+    # Otherwise the rule and the value together, numbers masked: "output_tokens <= N, got N".
+    expected = re.sub(r"^every sub-case holds; \[[^]]*\] ", "", first_line(result.expected, 120))
+    return re.sub(
+        r"\d+", "N", f"{result.reason or 'mismatch'}: expected {expected}, got {first_line(actual, 80)}"
+    )
 
 
 def causes(results: Iterable[Result]) -> list[tuple[str, list[str]]]:
