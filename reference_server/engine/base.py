@@ -1,18 +1,26 @@
 """The engine contract: neutral requests in, text deltas out.
 
 Nothing here knows HTTP or Anthropic JSON. `serving.py` turns a Messages request into an
-`EngineRequest` (turns, sampling, limits) and maps `EngineDelta`/`FinishReason` back to the
-wire. Engines: `mlx.MLXEngine` (real) and `scripted.ScriptedEngine` (unit tests only).
+`EngineRequest` (turns, tools, sampling, limits, an optional grammar) and maps
+`EngineDelta`/`FinishReason` back to the wire. Engines: `mlx.MLXEngine` (real) and
+`scripted.ScriptedEngine` (unit tests only).
+
+Tools are function-calling concepts any chat model knows, not Anthropic blocks: a `ToolSpec`
+(name, description, JSON Schema of the arguments), assistant turns that made `ToolCall`s, and
+`tool` turns that carry a call's result. The engine renders them into the prompt (the model's
+own chat template where it takes tools, else the built-in format of `toolformat.py`). What the
+model may generate is bounded by an optional `Grammar` (llguidance's Lark syntax), applied as
+a logits mask; serving builds it and parses the text back.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
-Role = Literal["system", "user", "assistant"]
+Role = Literal["system", "user", "assistant", "tool"]
 
 # Why an engine stopped on its own: "stop" = the model ended its turn (EOS / end-of-turn
 # token); "length" = `max_tokens` generated. Stop *strings* are matched by serving, which
@@ -21,11 +29,46 @@ FinishReason = Literal["stop", "length"]
 
 
 @dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A function the model may call."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]  # JSON Schema of the arguments (an object schema)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A call an assistant turn made (after its text)."""
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class Turn:
-    """One conversation turn as plain text; consecutive same-role turns are already merged."""
+    """One conversation turn; consecutive same-role user/assistant turns are already merged.
+
+    An assistant turn may end with `tool_calls`. A `tool` turn is the result of the call
+    `tool_call_id` (named `name`), its text the result; `is_error` when the tool failed.
+    """
 
     role: Role
     text: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Grammar:
+    """What the generated text must match: a grammar in llguidance's Lark syntax (it may embed
+    JSON Schemas with `%json {...}`). Generation stops, as "stop", once the grammar is complete
+    and allows nothing more."""
+
+    lark: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +92,8 @@ class EngineRequest:
     turns: tuple[Turn, ...]
     max_tokens: int
     sampling: Sampling = field(default_factory=Sampling)
+    tools: tuple[ToolSpec, ...] = ()  # rendered into the prompt (and counted)
+    constraint: Grammar | None = None  # bounds the generated text; never rendered
 
 
 @dataclass(frozen=True, slots=True)
