@@ -1,0 +1,75 @@
+"""Response bodies: `Message`, its content blocks and usage, the token count, errors."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class TextBlock(_Out):
+    type: Literal["text"] = "text"
+    text: str
+    citations: list[dict[str, Any]] | None = None
+
+
+ContentBlock = TextBlock  # tools and thinking add ToolUseBlock / ThinkingBlock here
+
+
+class CacheCreation(_Out):
+    ephemeral_5m_input_tokens: int = 0
+    ephemeral_1h_input_tokens: int = 0
+
+
+class Usage(_Out):
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation: CacheCreation = Field(default_factory=CacheCreation)
+    server_tool_use: dict[str, int] | None = None
+    service_tier: Literal["standard", "priority", "batch"] | None = "standard"
+    inference_geo: str | None = None
+
+
+StopReason = Literal[
+    "end_turn",
+    "max_tokens",
+    "stop_sequence",
+    "tool_use",
+    "pause_turn",
+    "refusal",
+    "model_context_window_exceeded",
+]
+
+
+class Message(_Out):
+    id: str
+    type: Literal["message"] = "message"
+    role: Literal["assistant"] = "assistant"
+    content: list[ContentBlock]
+    model: str
+    stop_reason: StopReason | None
+    stop_sequence: str | None
+    stop_details: dict[str, Any] | None = None
+    usage: Usage
+    container: dict[str, Any] | None = None
+
+
+class MessageTokensCount(_Out):
+    input_tokens: int
+
+
+class ErrorObject(_Out):
+    type: str
+    message: str
+
+
+class ErrorResponse(_Out):
+    type: Literal["error"] = "error"
+    error: ErrorObject
+    request_id: str | None
