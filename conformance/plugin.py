@@ -27,6 +27,7 @@ from conformance import __version__
 from conformance.catalogue import Property, property_of
 from conformance.checks import ConformanceFailure, Unsupported
 from conformance.determinism import Determinism, probe_determinism
+from conformance.features import Features
 from conformance.hypothesis_profiles import register_profiles
 from conformance.profile import Profile, load_profile
 from conformance.reporting import write_reports
@@ -70,6 +71,8 @@ class RunState:
     target: Target | None = None
     determinism: Determinism | None = None
     told_determinism: bool = False
+    features: Features | None = None
+    told_features: set[str] = field(default_factory=set)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -145,6 +148,7 @@ def target(request: pytest.FixtureRequest) -> Iterator[Target]:
     state.target = Target(state.config)
     state.determinism = probe_determinism(state.target)
     state.target.deterministic = state.determinism.deterministic
+    state.features = Features(state.target)
     yield state.target
     state.target.close()
 
@@ -153,10 +157,11 @@ def target(request: pytest.FixtureRequest) -> Iterator[Target]:
 def _property_context(request: pytest.FixtureRequest, target: Target) -> None:
     prop = property_of(request.function)
     target.recorder.reset(prop.id if prop else None)
-    if prop is not None:
-        missing = [f for f in prop.requires if not target.config.profile.supports(f)]
-        if missing:
-            raise Unsupported(f"the target profile does not declare: {', '.join(missing)}")
+    state = _state(request.config)
+    if prop is not None and prop.requires and state is not None and state.features is not None:
+        absent = [s for s in map(state.features.support, prop.requires) if not s.supported]
+        if absent:
+            raise Unsupported("; ".join(support.reason for support in absent))
 
 
 def pytest_collection_modifyitems(
@@ -304,6 +309,10 @@ def _print_progress(state: RunState, result: Result) -> None:
     if state.determinism is not None and not state.told_determinism:
         state.told_determinism = True  # printed here: output inside fixtures is captured
         state.console.print(f"[dim]deterministic: {escape(state.determinism.detail)}[/]")
+    for name, support in (state.features.detected if state.features else {}).items():
+        if name not in state.told_features:
+            state.told_features.add(name)
+            state.console.print(f"[dim]feature {escape(support.reason)}[/]")
     colour = _COLOURS[result.verdict]
     title = escape(result.property.title)
     line = f"[{colour}]{result.verdict.value:<11}[/] {result.property.id:<11} {title}"
@@ -349,6 +358,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             "features": sorted(state.config.profile.features),
         },
         "determinism": state.determinism.as_dict() if state.determinism else None,
+        "feature_support": {
+            name: support.as_dict()
+            for name, support in sorted((state.features.detected if state.features else {}).items())
+        },
         "seed": state.seed,
         "strict": state.strict,
         "baseline": str(state.baseline_path) if state.baseline_path else None,

@@ -7,7 +7,8 @@ deterministic = true               # temperature 0 gives identical answers (stre
 generated_budget_seconds = 60      # wall-clock budget of each generated-input property
 baseline = "baselines/my-server.toml"  # expected failures, relative to this file
 max_silence_seconds = 15           # longest gap a stream may leave without an event
-[features]                         # optional features the target serves
+[features]                         # optional features: true served, false absent; a feature
+                                   # not listed is read from /v1/models capabilities, or probed
 tools = false
 thinking = false
 images = false
@@ -38,12 +39,22 @@ class Profile:
     baseline: Path | None = None
     max_silence_seconds: float = 15.0
     generated_budget_seconds: float = 60.0
-    features: frozenset[str] = frozenset()
+    features: frozenset[str] = frozenset()  # declared served (`true`)
+    absent: frozenset[str] = frozenset()  # declared absent (`false`)
     aliases: dict[str, str] = field(default_factory=dict)
     source: Path | None = None
 
     def supports(self, feature: str) -> bool:
+        """Whether the profile declares `feature` served (absent or not said: False)."""
         return feature in self.features
+
+    def declares(self, feature: str) -> bool | None:
+        """The profile's word on `feature`: True (served), False (absent), None (not said)."""
+        if feature in self.features:
+            return True
+        if feature in self.absent:
+            return False
+        return None
 
 
 def load_profile(path: Path) -> Profile:
@@ -73,6 +84,7 @@ def load_profile(path: Path) -> Profile:
         max_silence_seconds=float(data.get("max_silence_seconds", 15.0)),
         generated_budget_seconds=float(data.get("generated_budget_seconds", 60.0)),
         features=frozenset(name for name, on in features.items() if on),
+        absent=frozenset(name for name, on in features.items() if not on),
         aliases={str(k): str(v) for k, v in data.get("aliases", {}).items()},
         source=path,
     )

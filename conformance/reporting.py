@@ -111,6 +111,14 @@ def render_summary(index: dict[str, Any]) -> str:
             f"Deterministic: {str(target['deterministic']).lower()} ({index['determinism']['detail']})",
             "",
         ]
+    features = index.get("feature_support") or {}
+    if features:
+        lines += ["Optional features:", ""]
+        lines += [
+            f"- {name}: {'served' if f['supported'] else 'not served'} ({f['source']}: {_md(f['detail'])})"
+            for name, f in features.items()
+        ]
+        lines.append("")
     shared = [c for c in index.get("causes", []) if len(c["properties"]) > 1]
     if shared:
         lines += ["Causes shared by several properties:", ""]
@@ -237,6 +245,13 @@ def render_html(index: dict[str, Any], results: Sequence[Result]) -> str:
         f"<li>{esc(c['cause'])}: <code>{esc(', '.join(c['properties']))}</code></li>" for c in shared
     )
     causes_html = f"<h2>Causes shared by several properties</h2><ul>{cause_list}</ul>" if shared else ""
+    features = index.get("feature_support") or {}
+    feature_list = "".join(
+        f"<li><code>{esc(name)}</code>: {'served' if f['supported'] else 'not served'} "
+        f"({esc(f['source'])}: {esc(f['detail'])})</li>"
+        for name, f in features.items()
+    )
+    features_html = f"<h2>Optional features</h2><ul>{feature_list}</ul>" if features else ""
     return (
         "<!doctype html><html lang=en><meta charset=utf-8>"
         f"<title>Plumbline — {esc(target['url'])}</title><style>{_CSS}</style>"
@@ -244,7 +259,10 @@ def render_html(index: dict[str, Any], results: Sequence[Result]) -> str:
         f"<p>{esc(target['url'])} · model <code>{esc(target['model'])}</code> · "
         f"suite {esc(index['suite']['version'])} · seed {index['seed']} · run {esc(index['run_id'])} · "
         f"{index['duration_s']} s</p>"
-        f'<p class="counts">{chips}</p>' + causes_html + f"<p>Gate: exit {gate['exit_code']} · "
+        f'<p class="counts">{chips}</p>'
+        + features_html
+        + causes_html
+        + f"<p>Gate: exit {gate['exit_code']} · "
         f"new failures: {esc(', '.join(gate['new_failures']) or 'none')}"
         f" · stale baseline entries: {esc(', '.join(gate['stale_baseline_entries']) or 'none')}</p>"
         "<table><tr><th>verdict</th><th>id</th><th>level</th><th>property</th><th>s</th></tr>"

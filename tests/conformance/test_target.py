@@ -59,6 +59,8 @@ def test_profile_loading(tmp_path):
     )
     profile = load_profile(path)
     assert (profile.name, profile.deterministic, profile.features) == ("x", True, frozenset({"tools"}))
+    assert profile.absent == frozenset({"images"})
+    assert [profile.declares(f) for f in ("tools", "images", "thinking")] == [True, False, None]
     assert profile.baseline == (tmp_path / "b.toml").resolve()
     path.write_text("deterministic = false\ngenerated_budget_seconds = 5\n")
     assert (load_profile(path).deterministic, load_profile(path).generated_budget_seconds) == (False, 5.0)

@@ -1,0 +1,212 @@
+"""Which optional features the target serves: the profile's word, else the model's
+capabilities, else (tools, structured outputs) one probe request.
+
+A property that `requires` a feature the target does not serve is UNSUPPORTED, with the reason;
+a target that serves it is judged, and breaking it is a FAIL. Most users run `--target URL`
+without a profile, so "not said" cannot mean "absent" for the features every peer claims:
+
+1. the profile's `[features]` table: `true` or `false` decides;
+2. else `GET /v1/models/{model}`: `capabilities.<name>.supported` (a boolean; anything else is
+   no answer, and MODELS-003 judges the ModelInfo) decides for the features it covers
+   (structured outputs, thinking, images, documents, batches). Tools have no capability field;
+3. else, for tools and structured outputs, one tiny request that uses the feature: a 400 means
+   the target refuses it (absent, as the real API refuses what a model lacks); any other answer,
+   a 200 or a crash, means it is served, so the properties judge it (a target that silently
+   ignores tools is probed as serving them, and fails the properties that force a tool call);
+4. else the feature is absent: nothing declares it.
+
+Each feature is detected once per run, when the first property that needs it runs; the probe's
+requests are recorded apart from that property's evidence and are not tagged with its id.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from conformance.drivers import message_body
+from conformance.target import Target
+
+__all__ = [
+    "CAPABILITY_PATHS",
+    "PROBED",
+    "Features",
+    "Support",
+    "judge_probe",
+    "probe_body",
+]
+
+# The ModelInfo capability that answers for each feature (ModelCapabilities in schemas/).
+CAPABILITY_PATHS: dict[str, str] = {
+    "structured_outputs": "capabilities.structured_outputs.supported",
+    "thinking": "capabilities.thinking.supported",
+    "images": "capabilities.image_input.supported",
+    "documents": "capabilities.pdf_input.supported",
+    "batches": "capabilities.batch.supported",
+}
+
+_PROBE_SCHEMA = {
+    "type": "object",
+    "properties": {"ok": {"type": "boolean"}},
+    "required": ["ok"],
+    "additionalProperties": False,
+}
+PROBE_TOOL = "plumbline_probe"
+
+
+def _tools_probe(target: Target) -> dict[str, Any]:
+    return message_body(
+        target,
+        messages=[{"role": "user", "content": "Call the tool."}],
+        tools=[{"name": PROBE_TOOL, "description": "Says ok.", "input_schema": _PROBE_SCHEMA}],
+        tool_choice={"type": "tool", "name": PROBE_TOOL},
+    )
+
+
+def _structured_probe(target: Target) -> dict[str, Any]:
+    return message_body(
+        target,
+        messages=[{"role": "user", "content": "Is the sea wet? Answer in JSON."}],
+        output_config={"format": {"type": "json_schema", "schema": _PROBE_SCHEMA}},
+    )
+
+
+# Features that one request can show: (what the request is, how to build it).
+PROBED: dict[str, tuple[str, Callable[[Target], dict[str, Any]]]] = {
+    "tools": ("a forced tool call", _tools_probe),
+    "structured_outputs": ("a request with output_config.format", _structured_probe),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Support:
+    """Whether the target serves one optional feature, who said so, and why."""
+
+    feature: str
+    supported: bool
+    source: str  # "profile", "capabilities", "probe" or "undeclared"
+    detail: str
+
+    @property
+    def reason(self) -> str:
+        """One line for an UNSUPPORTED verdict or the console."""
+        state = "served" if self.supported else "not served"
+        return f"{self.feature} {state} ({self.source}: {self.detail})"
+
+    def as_dict(self) -> dict[str, object]:
+        return {"supported": self.supported, "source": self.source, "detail": self.detail}
+
+
+def probe_body(feature: str, target: Target) -> dict[str, Any]:
+    """The request that probes `feature` (one of PROBED)."""
+    return PROBED[feature][1](target)
+
+
+def judge_probe(feature: str, status: int | None, body: bytes, failure: str | None = None) -> Support:
+    """The verdict of a probe's answer: only a 400 says the feature is absent."""
+    what = PROBED[feature][0]
+    if failure is not None:
+        return Support(feature, True, "probe", f"{what} failed ({failure}); judged as served")
+    if status == 400:
+        return Support(feature, False, "probe", f"{what} got HTTP 400{_error_words(body)}")
+    if status is not None and 200 <= status < 300:
+        return Support(feature, True, "probe", f"{what} got HTTP {status}")
+    return Support(
+        feature, True, "probe", f"{what} got HTTP {status}; judged as served (only a 400 refuses a feature)"
+    )
+
+
+def _error_words(body: bytes) -> str:
+    """`: <error.type>: <message>` of an error body, when it has them (never raises)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return ""
+    inner = data.get("error") if isinstance(data, dict) else None
+    if not isinstance(inner, dict):
+        return ""
+    words = [str(inner[key])[:200] for key in ("type", "message") if isinstance(inner.get(key), str)]
+    return f": {': '.join(words)}" if words else ""
+
+
+class Features:
+    """The run's knowledge of the target's optional features, detected once each."""
+
+    def __init__(self, target: Target) -> None:
+        self._target = target
+        self._found: dict[str, Support] = {}
+        self._capabilities: dict[str, Any] | None = None
+        self._capabilities_read = False
+
+    @property
+    def detected(self) -> dict[str, Support]:
+        """The features detected so far, in detection order."""
+        return dict(self._found)
+
+    def support(self, feature: str) -> Support:
+        if feature not in self._found:
+            self._found[feature] = self._detect(feature)
+        return self._found[feature]
+
+    def _detect(self, feature: str) -> Support:
+        declared = self._target.config.profile.declares(feature)
+        if declared is not None:
+            said = "true" if declared else "false"
+            return Support(feature, declared, "profile", f"the profile says {feature} = {said}")
+        path = CAPABILITY_PATHS.get(feature)
+        if path is not None:
+            stated = _walk(self._model_info(), path)
+            if isinstance(stated, bool):
+                where = f"/v1/models/{self._target.model}"
+                return Support(feature, stated, "capabilities", f"{where}: {path} is {json.dumps(stated)}")
+        if feature in PROBED:
+            return self._probe(feature)
+        return Support(
+            feature, False, "undeclared", "neither the profile nor the model's capabilities declare it"
+        )
+
+    def _model_info(self) -> Any:
+        if not self._capabilities_read:
+            self._capabilities_read = True
+            with self._apart():
+                try:
+                    response = self._target.request("GET", f"/v1/models/{self._target.model}")
+                    info = response.json() if response.status_code == 200 else None
+                except (httpx.TransportError, ValueError):
+                    info = None
+            self._capabilities = info if isinstance(info, dict) else None
+        return self._capabilities
+
+    def _probe(self, feature: str) -> Support:
+        with self._apart():
+            try:
+                response = self._target.request(
+                    "POST", "/v1/messages", json_body=probe_body(feature, self._target)
+                )
+            except httpx.TransportError as exc:
+                return judge_probe(feature, None, b"", f"{type(exc).__name__}: {exc}")
+            return judge_probe(feature, response.status_code, response.content)
+
+    @contextmanager
+    def _apart(self) -> Iterator[None]:
+        """Requests neither tagged with the running property's id nor kept as its evidence."""
+        recorder = self._target.recorder
+        property_id, exchanges = recorder.property_id, recorder.exchanges
+        recorder.reset(None)
+        try:
+            yield
+        finally:
+            recorder.property_id, recorder.exchanges = property_id, exchanges
+
+
+def _walk(data: Any, path: str) -> Any:
+    for key in path.split("."):
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data

@@ -1,0 +1,155 @@
+"""Feature detection: the profile's word, else the model's capabilities, else one probe request
+(tools, structured outputs); only a 400 to the probe means the feature is absent."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from conformance.features import Features, judge_probe
+from conformance.profile import Profile
+from conformance.target import PROPERTY_HEADER, Target, TargetConfig
+
+from .fault_proxy import running_proxy
+
+
+class Fake:
+    """An ASGI target: a ModelInfo with `capabilities`, and `status`/`body` for every POST."""
+
+    def __init__(self, capabilities: Any = None, status: int = 200, body: Any = None) -> None:
+        self.capabilities = capabilities
+        self.status = status
+        self.body = body if body is not None else {"type": "message", "content": []}
+        self.seen: list[tuple[str, str, dict[str, str], Any]] = []
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        raw = b""
+        while True:
+            event = await receive()
+            raw += event.get("body", b"")
+            if not event.get("more_body"):
+                break
+        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+        self.seen.append((scope["method"], scope["path"], headers, json.loads(raw) if raw else None))
+        if scope["method"] == "GET":
+            status, body = 200, {"type": "model", "id": "m", "capabilities": self.capabilities}
+        else:
+            status, body = self.status, self.body
+        data = json.dumps(body).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
+        await send({"type": "http.response.body", "body": data})
+
+    @property
+    def posts(self) -> list[Any]:
+        return [body for method, _, _, body in self.seen if method == "POST"]
+
+
+def features(url: str, profile: Profile | None = None) -> tuple[Target, Features]:
+    target = Target(TargetConfig(url=url, model="m", profile=profile or Profile()))
+    return target, Features(target)
+
+
+REFUSAL = {"type": "error", "error": {"type": "invalid_request_error", "message": "tools: not supported"}}
+
+
+def test_the_profile_decides_without_a_request():
+    target, found = features(
+        "http://127.0.0.1:9", Profile(features=frozenset({"tools"}), absent=frozenset({"batches"}))
+    )
+    try:
+        tools, batches = found.support("tools"), found.support("batches")
+    finally:
+        target.close()
+    assert (tools.supported, tools.source) == (True, "profile")
+    assert (batches.supported, batches.source) == (False, "profile")
+    assert "batches = false" in batches.detail
+
+
+@pytest.mark.parametrize("stated", [True, False])
+def test_capabilities_decide_when_the_profile_is_silent(stated):
+    fake = Fake(capabilities={"structured_outputs": {"supported": stated}})
+    with running_proxy(fake) as url:
+        target, found = features(url)
+        support = found.support("structured_outputs")
+        target.close()
+    assert (support.supported, support.source) == (stated, "capabilities")
+    assert (
+        support.detail == f"/v1/models/m: capabilities.structured_outputs.supported is {json.dumps(stated)}"
+    )
+    assert fake.posts == []  # no probe needed
+
+
+def test_malformed_capabilities_fall_back_to_the_probe():
+    fake = Fake(capabilities={"structured_outputs": "yes"})
+    with running_proxy(fake) as url:
+        target, found = features(url)
+        support = found.support("structured_outputs")
+        target.close()
+    assert (support.supported, support.source) == (True, "probe")
+    assert fake.posts[0]["output_config"]["format"]["type"] == "json_schema"
+
+
+def test_a_400_to_the_tools_probe_means_absent_with_the_reason():
+    fake = Fake(status=400, body=REFUSAL)
+    with running_proxy(fake) as url:
+        target, found = features(url)
+        support = found.support("tools")
+        again = found.support("tools")
+        target.close()
+    assert (support.supported, support.source) == (False, "probe")
+    assert support.detail == "a forced tool call got HTTP 400: invalid_request_error: tools: not supported"
+    assert support.reason.startswith("tools not served (probe: ")
+    assert again is support
+    assert len(fake.posts) == 1
+    probe = fake.posts[0]
+    assert probe["tool_choice"] == {"type": "tool", "name": probe["tools"][0]["name"]}
+
+
+@pytest.mark.parametrize(("status", "served"), [(200, True), (500, True), (404, True), (400, False)])
+def test_only_a_400_refuses(status, served):
+    assert judge_probe("tools", status, b"not json").supported is served
+
+
+def test_a_failed_probe_is_judged_as_served():
+    target, found = features("http://127.0.0.1:9")
+    try:
+        support = found.support("tools")
+    finally:
+        target.close()
+    assert support.supported
+    assert "ConnectError" in support.detail
+
+
+def test_features_nothing_declares_are_absent():
+    fake = Fake(capabilities=None)
+    with running_proxy(fake) as url:
+        target, found = features(url)
+        support = found.support("batches")
+        target.close()
+    assert (support.supported, support.source) == (False, "undeclared")
+    assert fake.posts == []
+
+
+def test_probes_are_neither_tagged_nor_kept_as_the_propertys_evidence():
+    fake = Fake(status=400, body=REFUSAL)
+    with running_proxy(fake) as url:
+        target, found = features(url)
+        target.recorder.reset("TOOL-001")
+        target.request("GET", "/v1/models")  # the property's own request
+        found.support("tools")
+        exchanges, tag = list(target.recorder.exchanges), target.recorder.property_id
+        target.close()
+    assert tag == "TOOL-001"
+    assert [e.method for e in exchanges] == ["GET"]
+    tags = [headers.get(PROPERTY_HEADER) for method, _, headers, _ in fake.seen]
+    assert tags == ["TOOL-001", None]
