@@ -21,6 +21,7 @@ AREAS = (
     "STREAM",
     "ERR",
     "TOOL",
+    "STRUCT",
     "THINK",
     "TOKENS",
     "MODELS",

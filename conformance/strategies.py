@@ -1,6 +1,7 @@
 """Hypothesis strategies for Messages requests: valid ones (content mixes, system forms,
 stop sequences, sampling) and invalid ones (a valid request with exactly one constraint
-broken). Text-only by design: optional features enter only when a profile declares them.
+broken), text-only by design; and small JSON schemas within a documented supported subset, for
+the tool and structured-output properties (which run only on targets that serve those).
 """
 
 from __future__ import annotations
@@ -10,7 +11,17 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-__all__ = ["BREAKERS", "invalid_requests", "valid_requests"]
+__all__ = [
+    "BREAKERS",
+    "EXTENDED_KEYWORDS",
+    "PATTERNS",
+    "PORTABLE_KEYWORDS",
+    "example_of",
+    "invalid_requests",
+    "object_schemas",
+    "uses_extended_keywords",
+    "valid_requests",
+]
 
 Body = dict[str, Any]
 
@@ -159,3 +170,155 @@ def invalid_requests(draw: st.DrawFn, model: str) -> tuple[str, Body]:
     body = draw(valid_requests(model))
     name = draw(st.sampled_from(sorted(BREAKERS)))
     return name, BREAKERS[name](body)
+
+
+# ------------------------------------------------------------------ JSON schemas (tools, structured outputs)
+#
+# The supported subset: what constrained-decoding libraries such as llguidance compile, and
+# what a forced call or a structured answer can be judged against. PORTABLE keywords are the
+# ones the real API's strict mode also accepts; EXTENDED ones (numeric and length bounds,
+# maxItems, minItems above 1) it refuses with a 400 ("For 'integer' type, property 'minimum' is
+# not supported"), which the SDK's transform_schema works around by moving them into the
+# description. A target may refuse a schema that uses EXTENDED keywords; it may not accept one
+# and break it. Every string is bounded (an enum, a const, a bounded pattern or maxLength), so
+# the constrained answer of any model, even a random one, stays a few dozen tokens.
+
+PORTABLE_KEYWORDS = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "enum",
+        "const",
+        "items",
+        "minItems",
+        "anyOf",
+        "pattern",
+    }
+)
+EXTENDED_KEYWORDS = frozenset({"minimum", "maximum", "minLength", "maxLength", "maxItems"})
+
+# Simple, bounded patterns (anchored, no look-around, no back-references), each with an example.
+PATTERNS: dict[str, str] = {
+    "^[a-z]{1,6}$": "sea",
+    "^[A-Z][a-z]{1,5}$": "Harbo",
+    "^[0-9]{2,4}$": "042",
+    "^(yes|no|maybe)$": "maybe",
+    "^[a-f0-9]{4}$": "0f3a",
+    "^[a-z]{2}-[0-9]{1,3}$": "ab-7",
+}
+_NAMES = ["name", "city", "count", "colour", "tags", "size", "kind", "ok", "level", "code", "note", "score"]
+_ENUM_WORDS = ["red", "green", "blue", "north", "south", "low", "high", "on", "off", "cat", "dog"]
+
+
+def _leaf(extended: bool) -> st.SearchStrategy[Body]:
+    portable: list[st.SearchStrategy[Body]] = [
+        st.lists(st.sampled_from(_ENUM_WORDS), min_size=1, max_size=4, unique=True).map(
+            lambda words: {"type": "string", "enum": words}
+        ),
+        st.lists(st.integers(-5, 99), min_size=1, max_size=4, unique=True).map(
+            lambda values: {"type": "integer", "enum": values}
+        ),
+        st.sampled_from(_ENUM_WORDS).map(lambda word: {"const": word}),
+        st.sampled_from(sorted(PATTERNS)).map(lambda pattern: {"type": "string", "pattern": pattern}),
+        st.just({"type": "boolean"}),
+        st.just({"type": "integer"}),
+        st.just({"type": "number"}),
+    ]
+    if not extended:
+        return st.one_of(portable)
+    bounded: list[st.SearchStrategy[Body]] = [
+        st.tuples(st.integers(-50, 50), st.integers(0, 100)).map(
+            lambda t: {"type": "integer", "minimum": t[0], "maximum": t[0] + t[1]}
+        ),
+        st.tuples(st.sampled_from([-10, -1.5, 0, 0.5, 2]), st.sampled_from([1, 2.5, 10, 100])).map(
+            lambda t: {"type": "number", "minimum": t[0], "maximum": t[0] + t[1]}
+        ),
+        st.tuples(st.integers(0, 3), st.integers(0, 5)).map(
+            lambda t: {"type": "string", "minLength": t[0], "maxLength": t[0] + t[1] + 1}
+        ),
+    ]
+    return st.one_of(*portable, *bounded)
+
+
+def _any_of(extended: bool) -> st.SearchStrategy[Body]:
+    second = st.sampled_from([{"type": "null"}, {"type": "boolean"}, {"const": "none"}])
+    return st.tuples(_leaf(extended), second).map(lambda pair: {"anyOf": [pair[0], pair[1]]})
+
+
+@st.composite
+def _array(draw: st.DrawFn, items: st.SearchStrategy[Body], extended: bool) -> Body:
+    schema: Body = {"type": "array", "items": draw(items)}
+    if extended and draw(st.booleans()):
+        least = draw(st.integers(0, 2))
+        schema["minItems"], schema["maxItems"] = least, least + draw(st.integers(0, 2))
+    elif draw(st.booleans()):
+        schema["minItems"] = draw(st.integers(0, 1))
+    return schema
+
+
+@st.composite
+def _object(draw: st.DrawFn, depth: int, extended: bool, least: int = 1) -> Body:
+    names = draw(st.lists(st.sampled_from(_NAMES), min_size=least, max_size=3 if depth else 4, unique=True))
+    values: list[st.SearchStrategy[Body]] = [
+        _leaf(extended),
+        _any_of(extended),
+        _array(_leaf(extended), extended),
+    ]
+    if depth < 1:
+        values.append(_object(depth + 1, extended))
+        values.append(_array(_object(depth + 1, extended), extended))
+    properties = {name: draw(st.one_of(values)) for name in names}
+    required = [name for name in names if draw(st.booleans())]
+    schema: Body = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    schema["additionalProperties"] = False
+    return schema
+
+
+def object_schemas(*, extended: bool = True) -> st.SearchStrategy[Body]:
+    """Small object schemas within the supported subset: nested objects (two levels), arrays,
+    enums, consts, anyOf, required and optional properties, bounded patterns, and (extended)
+    numeric and length bounds. Fit for a tool's input_schema and for output_config.format."""
+    return _object(0, extended)
+
+
+def uses_extended_keywords(schema: Any) -> bool:
+    """Whether a schema uses a keyword outside the portable subset (the real API refuses those)."""
+    if isinstance(schema, list):
+        return any(uses_extended_keywords(item) for item in schema)
+    if not isinstance(schema, dict):
+        return False
+    if EXTENDED_KEYWORDS & set(schema) or schema.get("minItems", 0) > 1:
+        return True
+    nested = [*schema.get("properties", {}).values(), *schema.get("anyOf", []), schema.get("items")]
+    return any(uses_extended_keywords(item) for item in nested)
+
+
+def example_of(schema: Body) -> Any:
+    """A small instance valid against a schema of `object_schemas` (proof that each is
+    satisfiable; also what a scripted target can answer)."""
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return schema["enum"][0]
+    if "anyOf" in schema:
+        return example_of(schema["anyOf"][0])
+    kind = schema.get("type")
+    if kind == "object":
+        return {name: example_of(sub) for name, sub in schema.get("properties", {}).items()}
+    if kind == "array":
+        return [example_of(schema["items"]) for _ in range(max(1, schema.get("minItems", 0)))][
+            : schema.get("maxItems", 1)
+        ]
+    if kind == "string":
+        if "pattern" in schema:
+            return PATTERNS[schema["pattern"]]
+        return "a" * schema.get("minLength", 1)
+    if kind in ("integer", "number"):
+        return schema.get("minimum", 0)
+    if kind == "boolean":
+        return True
+    return None

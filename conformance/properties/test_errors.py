@@ -240,6 +240,9 @@ def test_err_011_bad_tools(target: Target) -> None:
     invariant=14,
 )
 def test_err_012_tool_pairing(target: Target) -> None:
+    """The tool is defined, so on a target that serves tools the pairing is the only fault (a
+    target without tools refuses both with a 400 too)."""
+    tools = [{"name": "t", "input_schema": {"type": "object", "properties": {}}}]
     orphan = [
         {"role": "user", "content": "Hi"},
         {"role": "assistant", "content": "Hello"},
@@ -250,7 +253,7 @@ def test_err_012_tool_pairing(target: Target) -> None:
     ]
     cases = Cases()
     with cases.case("tool_result without a tool_use"):
-        rejected(target, message_body(target, messages=orphan))
+        rejected(target, message_body(target, messages=orphan, tools=tools))
     unanswered = [
         {"role": "user", "content": "Hi"},
         {
@@ -260,7 +263,7 @@ def test_err_012_tool_pairing(target: Target) -> None:
         {"role": "user", "content": "no result"},
     ]
     with cases.case("tool_use without a tool_result"):
-        rejected(target, message_body(target, messages=unanswered))
+        rejected(target, message_body(target, messages=unanswered, tools=tools))
     cases.check()
 
 

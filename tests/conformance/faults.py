@@ -361,6 +361,8 @@ def _empty_stop_sequence(_: Request, data: JSONDict) -> None:
 
 def fault_catalogue(api_key: str) -> dict[str, Fault]:
     """Property id → the fault that must make it fail."""
+    from .tool_faults import tool_fault_catalogue  # it builds on this module's helpers
+
     accept = when_error(fake_message)
     return {
         # ---- messages
@@ -604,6 +606,8 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
             "unexpected input crashes the server", response=lambda r, resp: error(500, "api_error")
         ),
         "FUZZ-004": Fault("model queries crash the server", response=lambda r, resp: error(500, "api_error")),
+        # ---- tools and structured outputs
+        **tool_fault_catalogue(),
     }
 
 

@@ -1,0 +1,233 @@
+"""Requests that force tool calls and structured outputs on any model, and readers of what
+comes back (the tool-use twin of drivers.py).
+
+A property must never need a sensible answer, only structure, so every request forces the
+behaviour: `tool_choice` `any` or `tool` for a call, `output_config.format` for JSON; the
+schemas are small and bounded (enums, booleans, bounded patterns), so a constrained answer of
+any model, a random one included, is a few dozen tokens, well inside `TOOL_MAX_TOKENS`. Every
+schema here is within what the real API's strict mode accepts (no numeric or length bounds;
+`additionalProperties: false` on every object), so the properties judge any target alike.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from conformance.checks import ConformanceFailure, read
+from conformance.drivers import StreamRun, message_body
+from conformance.target import Target
+
+__all__ = [
+    "COLOUR_SCHEMA",
+    "SHAPE_SCHEMA",
+    "STRUCTURED_PROMPT",
+    "TOOLS",
+    "TOOL_MAX_TOKENS",
+    "TOOL_PROMPT",
+    "StreamedToolCall",
+    "colour_tool",
+    "expect_valid_instance",
+    "parse_json_text",
+    "schema_errors",
+    "streamed_text_blocks",
+    "streamed_tool_calls",
+    "structured_body",
+    "text_blocks",
+    "tool_body",
+    "tool_result_turns",
+    "tool_uses",
+]
+
+TOOL_MAX_TOKENS = 200
+TOOL_PROMPT = "Record the colour of the sky at noon and the shape of the full moon, using the tools."
+STRUCTURED_PROMPT = "Describe the sky at noon as JSON."
+
+COLOUR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "colour": {"type": "string", "enum": ["red", "green", "blue"]},
+        "bright": {"type": "boolean"},
+        "where": {
+            "type": "object",
+            "properties": {"part": {"type": "string", "enum": ["east", "west", "overhead"]}},
+            "required": ["part"],
+            "additionalProperties": False,
+        },
+    },
+    "required": ["colour", "bright", "where"],
+    "additionalProperties": False,
+}
+SHAPE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "shape": {"type": "string", "enum": ["circle", "square", "triangle"]},
+        "sides": {"type": "integer", "enum": [0, 3, 4]},
+        "label": {"type": "string", "pattern": "^[a-z]{1,6}$"},
+    },
+    "required": ["shape", "sides"],
+    "additionalProperties": False,
+}
+
+
+def colour_tool(*, strict: bool = False) -> dict[str, Any]:
+    """The tool the properties force most: a nested object of enums and a boolean."""
+    tool: dict[str, Any] = {
+        "name": "record_colour",
+        "description": "Record a colour seen in the sky.",
+        "input_schema": copy.deepcopy(COLOUR_SCHEMA),
+    }
+    if strict:
+        tool["strict"] = True
+    return tool
+
+
+SHAPE_TOOL: dict[str, Any] = {
+    "name": "record_shape",
+    "description": "Record a shape seen in the sky.",
+    "input_schema": SHAPE_SCHEMA,
+}
+TOOLS: list[dict[str, Any]] = [colour_tool(), SHAPE_TOOL]
+
+
+def tool_body(
+    target: Target,
+    *,
+    tools: list[dict[str, Any]] | None = None,
+    tool_choice: dict[str, Any] | None = None,
+    prompt: str = TOOL_PROMPT,
+    **changes: Any,
+) -> dict[str, Any]:
+    """A greedy request offering `tools` (default: TOOLS) with `tool_choice` (default: any);
+    `changes` replace any field (messages, max_tokens, ...)."""
+    body: dict[str, Any] = {
+        "max_tokens": TOOL_MAX_TOKENS,
+        "messages": [{"role": "user", "content": prompt}],
+        "tools": copy.deepcopy(TOOLS if tools is None else tools),
+        "tool_choice": tool_choice or {"type": "any"},
+    }
+    return message_body(target, **{**body, **changes})
+
+
+def structured_body(target: Target, schema: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """A greedy request whose answer must be JSON valid against `schema`."""
+    body: dict[str, Any] = {
+        "max_tokens": TOOL_MAX_TOKENS,
+        "messages": [{"role": "user", "content": STRUCTURED_PROMPT}],
+        "output_config": {"format": {"type": "json_schema", "schema": schema}},
+    }
+    return message_body(target, **{**body, **changes})
+
+
+def tool_uses(message: Any, *, where: str = "the Message") -> list[dict[str, Any]]:
+    """The tool_use blocks of a Message (blocks of another or no shape are not tool calls)."""
+    content = read(message, "content", list, where=where)
+    return [block for block in content if isinstance(block, dict) and block.get("type") == "tool_use"]
+
+
+def text_blocks(message: Any, *, where: str = "the Message") -> list[str]:
+    """The text of each text block of a Message (a text block without string text reads as '')."""
+    content = read(message, "content", list, where=where)
+    return [
+        block["text"] if isinstance(block.get("text"), str) else ""
+        for block in content
+        if isinstance(block, dict) and block.get("type") == "text"
+    ]
+
+
+def tool_result_turns(calls: list[dict[str, Any]], result: Any = "recorded", **extra: Any) -> dict[str, Any]:
+    """The user turn answering each of `calls` (tool_use blocks) with a tool_result."""
+    return {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": call.get("id"), "content": result, **extra}
+            for call in calls
+        ],
+    }
+
+
+def schema_errors(schema: dict[str, Any], instance: Any) -> list[str]:
+    """Why `instance` is not valid against `schema` (draft 2020-12), each with its path."""
+    errors = sorted(Draft202012Validator(schema).iter_errors(instance), key=lambda e: list(e.absolute_path))
+    return [f"{'/'.join(map(str, e.absolute_path)) or '$'}: {e.message}" for e in errors]
+
+
+def expect_valid_instance(schema: dict[str, Any], instance: Any, what: str, *, reason: str) -> None:
+    errors = schema_errors(schema, instance)
+    if errors:
+        raise ConformanceFailure(
+            f"{what} valid against its schema {json.dumps(schema)[:300]}",
+            f"{json.dumps(instance)[:300]}: " + "; ".join(errors[:4]),
+            reason=reason,
+        )
+
+
+def parse_json_text(text: str, what: str, *, stop: str | None) -> Any:
+    """`text` parsed as one JSON value; anything else (prose, a fence, a cut answer) fails."""
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        cut = f" (stop_reason {stop})" if stop else ""
+        raise ConformanceFailure(
+            f"{what}: one JSON value and nothing else", f"{error}{cut}: {text[:300]!r}", reason="not-json"
+        ) from None
+
+
+@dataclass(slots=True)
+class StreamedToolCall:
+    """One tool_use block of a stream: its content_block_start block and its fragments."""
+
+    index: int
+    start: dict[str, Any]
+    fragments: list[str] = field(default_factory=list)
+
+    @property
+    def joined(self) -> str:
+        return "".join(self.fragments)
+
+
+def streamed_tool_calls(run: StreamRun) -> list[StreamedToolCall]:
+    """The tool_use blocks of a raw stream, in start order, with their input_json_delta
+    fragments (events of another or no shape are the grammar's and the schemas' to judge)."""
+    calls: dict[int, StreamedToolCall] = {}
+    for event in run.events:
+        index = event.get("index")
+        if not isinstance(index, int) or isinstance(index, bool):
+            continue
+        if event.get("type") == "content_block_start":
+            block = event.get("content_block")
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                calls[index] = StreamedToolCall(index, block)
+        elif event.get("type") == "content_block_delta" and index in calls:
+            delta = event.get("delta")
+            if isinstance(delta, dict) and delta.get("type") == "input_json_delta":
+                fragment = delta.get("partial_json")
+                if isinstance(fragment, str):
+                    calls[index].fragments.append(fragment)
+    return list(calls.values())
+
+
+def streamed_text_blocks(run: StreamRun) -> list[str]:
+    """The text of each streamed text block (its text_deltas joined), in start order."""
+    texts: dict[int, list[str]] = {}
+    for event in run.events:
+        index = event.get("index")
+        if not isinstance(index, int) or isinstance(index, bool):
+            continue
+        if event.get("type") == "content_block_start":
+            block = event.get("content_block")
+            if isinstance(block, dict) and block.get("type") == "text":
+                texts[index] = [block["text"]] if isinstance(block.get("text"), str) else []
+        elif event.get("type") == "content_block_delta" and index in texts:
+            delta = event.get("delta")
+            if (
+                isinstance(delta, dict)
+                and delta.get("type") == "text_delta"
+                and isinstance(delta.get("text"), str)
+            ):
+                texts[index].append(delta["text"])
+    return ["".join(parts) for parts in texts.values()]

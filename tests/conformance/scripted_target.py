@@ -1,0 +1,255 @@
+"""A scripted target that serves tools and structured outputs correctly, with no model.
+
+It answers just enough of the API for the TOOL-* and STRUCT-* properties (and the run's own
+probes): a forced call gets one tool_use whose input is `example_of(input_schema)`, a structured
+answer is `example_of(schema)` as JSON, other requests a short text; streams follow the grammar
+with the input split into fragments. It proves those properties PASS on a correct target and
+FAIL on their faults (test_tool_proofs.py) whatever the reference server's model does; the
+reference server itself is judged by test_fault_proofs.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+from conformance.strategies import example_of
+
+MODEL = "scripted"
+TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
+JSONDict = dict[str, Any]
+
+_NO = {"supported": False}
+MODEL_INFO: JSONDict = {
+    "type": "model",
+    "id": MODEL,
+    "display_name": "Scripted tools target",
+    "created_at": "2025-01-01T00:00:00Z",
+    "max_input_tokens": 8192,
+    "max_tokens": 4096,
+    "capabilities": {
+        "batch": _NO,
+        "citations": _NO,
+        "code_execution": _NO,
+        "context_management": {
+            "supported": False,
+            "clear_thinking_20251015": _NO,
+            "clear_tool_uses_20250919": _NO,
+            "compact_20260112": _NO,
+        },
+        "effort": {"supported": False, "low": _NO, "medium": _NO, "high": _NO, "max": _NO, "xhigh": None},
+        "image_input": _NO,
+        "pdf_input": _NO,
+        "server_tools": {"supported": False, "code_execution": _NO, "web_search": _NO},
+        "structured_outputs": {"supported": True},
+        "thinking": {
+            "supported": False,
+            "types": {"adaptive": _NO, "between_tools": _NO, "disabled": {"supported": True}, "enabled": _NO},
+        },
+    },
+}
+
+
+class Refused(Exception):
+    pass
+
+
+def _tokens(value: Any) -> int:
+    return len(json.dumps(value, sort_keys=True)) // 4 + 1
+
+
+def _prompt_tokens(body: JSONDict) -> int:
+    return _tokens([body.get("system"), body.get("messages"), body.get("tools"), body.get("tool_choice")])
+
+
+def _usage(body: JSONDict, output: int) -> JSONDict:
+    return {
+        "input_tokens": _prompt_tokens(body),
+        "output_tokens": output,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
+        "server_tool_use": None,
+        "service_tier": "standard",
+        "inference_geo": None,
+    }
+
+
+def _validate(body: JSONDict) -> None:
+    tools = body.get("tools") or []
+    names = []
+    for tool in tools:
+        if not TOOL_NAME.match(str(tool.get("name", ""))):
+            raise Refused("tools.name: bad tool name")
+        if (tool.get("input_schema") or {}).get("type") != "object":
+            raise Refused("tools.input_schema: type must be object")
+        names.append(tool["name"])
+    choice = body.get("tool_choice") or {}
+    if choice.get("type") == "tool" and choice.get("name") not in names:
+        raise Refused("tool_choice.name: no such tool")
+    if choice.get("type") in ("any", "tool") and not tools:
+        raise Refused("tool_choice: requires tools")
+    messages = body.get("messages") or []
+    if not messages:
+        raise Refused("messages: at least one message is required")
+    seen: set[str] = set()
+    for n, message in enumerate(messages):
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else []
+        uses = [b["id"] for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
+        if seen & set(uses) or len(set(uses)) != len(uses):
+            raise Refused("tool_use ids must be unique")
+        seen.update(uses)
+        results = [
+            b.get("tool_use_id") for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"
+        ]
+        previous = messages[n - 1].get("content") if n else None
+        asked = [
+            b["id"] for b in (previous if isinstance(previous, list) else []) if b.get("type") == "tool_use"
+        ]
+        if results and (message.get("role") != "user" or set(results) - set(asked)):
+            raise Refused("unexpected tool_use_id found in tool_result blocks")
+        if uses:
+            following = messages[n + 1].get("content") if n + 1 < len(messages) else None
+            answered = {
+                b.get("tool_use_id")
+                for b in (following if isinstance(following, list) else [])
+                if isinstance(b, dict) and b.get("type") == "tool_result"
+            }
+            if set(uses) - answered:
+                raise Refused("tool_use ids were found without tool_result blocks immediately after")
+
+
+def answer(body: JSONDict) -> JSONDict:
+    """The Message for a valid request."""
+    _validate(body)
+    tools = {tool["name"]: tool for tool in body.get("tools") or []}
+    choice = body.get("tool_choice") or {}
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+    content: list[JSONDict]
+    if choice.get("type") in ("any", "tool"):
+        name = choice.get("name") or next(iter(tools))
+        schema = tools[name]["input_schema"]
+        call = {"type": "tool_use", "id": f"toolu_{digest[:20]}", "name": name, "input": example_of(schema)}
+        content, stop = [{**call, "caller": {"type": "direct"}}], "tool_use"
+    elif (body.get("output_config") or {}).get("format"):
+        text = json.dumps(example_of(body["output_config"]["format"]["schema"]))
+        content, stop = [{"type": "text", "text": text, "citations": None}], "end_turn"
+    else:
+        words = ["Hello", " there", "."][: max(1, int(body.get("max_tokens", 3)))]
+        stop = "end_turn" if len(words) == 3 else "max_tokens"
+        content = [{"type": "text", "text": "".join(words), "citations": None}]
+    return {
+        "id": f"msg_{digest[:24]}",
+        "type": "message",
+        "role": "assistant",
+        "content": content,
+        "model": body.get("model", MODEL),
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "stop_details": None,
+        "usage": _usage(body, sum(_tokens(block) for block in content)),
+        "container": None,
+    }
+
+
+def events(message: JSONDict) -> list[JSONDict]:
+    """The stream of a Message: each text and each input JSON in two fragments."""
+    start = {**message, "content": [], "stop_reason": None, "usage": {**message["usage"], "output_tokens": 0}}
+    out: list[JSONDict] = [{"type": "message_start", "message": start}]
+    for index, block in enumerate(message["content"]):
+        if block["type"] == "tool_use":
+            text, kind, key = json.dumps(block["input"]), "input_json_delta", "partial_json"
+            first = {**block, "input": {}}
+        else:
+            text, kind, key = block["text"], "text_delta", "text"
+            first = {**block, "text": ""}
+        out.append({"type": "content_block_start", "index": index, "content_block": first})
+        half = len(text) // 2
+        for part in (text[:half], text[half:]):
+            if part:
+                out.append(
+                    {"type": "content_block_delta", "index": index, "delta": {"type": kind, key: part}}
+                )
+        out.append({"type": "content_block_stop", "index": index})
+    usage = message["usage"]
+    out.append(
+        {
+            "type": "message_delta",
+            "delta": {
+                "stop_reason": message["stop_reason"],
+                "stop_sequence": None,
+                "stop_details": None,
+                "container": None,
+            },
+            "usage": {
+                k: usage[k]
+                for k in (
+                    "output_tokens",
+                    "input_tokens",
+                    "cache_creation_input_tokens",
+                    "cache_read_input_tokens",
+                    "server_tool_use",
+                )
+            },
+        }
+    )
+    out.append({"type": "message_stop"})
+    return out
+
+
+def _error(status: int, kind: str, message: str) -> tuple[int, str, bytes]:
+    body = {"type": "error", "error": {"type": kind, "message": message}, "request_id": "req_scripted"}
+    return status, "application/json", json.dumps(body).encode()
+
+
+def route(method: str, path: str, raw: bytes) -> tuple[int, str, bytes]:
+    """(status, content type, body) for one request."""
+    path = path.split("?", 1)[0]
+    if method == "GET" and path == "/v1/models":
+        listing = {"data": [MODEL_INFO], "has_more": False, "first_id": MODEL, "last_id": MODEL}
+        return 200, "application/json", json.dumps(listing).encode()
+    if method == "GET" and path.startswith("/v1/models/"):
+        if path.rsplit("/", 1)[-1] != MODEL:
+            return _error(404, "not_found_error", "model")
+        return 200, "application/json", json.dumps(MODEL_INFO).encode()
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return _error(400, "invalid_request_error", "bad JSON")
+    if not isinstance(body, dict):
+        return _error(400, "invalid_request_error", "not an object")
+    if method == "POST" and path == "/v1/messages/count_tokens":
+        return 200, "application/json", json.dumps({"input_tokens": _prompt_tokens(body)}).encode()
+    if method != "POST" or path != "/v1/messages":
+        return _error(404, "not_found_error", "no such route")
+    try:
+        message = answer(body)
+    except Refused as refused:
+        return _error(400, "invalid_request_error", str(refused))
+    if body.get("stream"):
+        frames = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events(message))
+        return 200, "text/event-stream", frames.encode()
+    return 200, "application/json", json.dumps(message).encode()
+
+
+async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """The ASGI app (run with fault_proxy.running_proxy)."""
+    if scope["type"] != "http":
+        return
+    raw = b""
+    while True:
+        event = await receive()
+        raw += event.get("body", b"")
+        if not event.get("more_body"):
+            break
+    status, media, data = route(scope["method"], scope["path"], raw)
+    headers = [
+        (b"content-type", media.encode()),
+        (b"request-id", b"req_scripted"),
+        (b"content-length", str(len(data)).encode()),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": data})
