@@ -51,12 +51,21 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         help="Linux CPU BLAS: auto (OpenBLAS when possible), openblas, or the bundled reference",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the tiny-random model")
+    parser.add_argument(
+        "--context-window",
+        type=int,
+        default=None,
+        metavar="TOKENS",
+        help="tiny-random's context window (default 2048); for other models, a cap on their own",
+    )
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
     try:
         aliases = tuple(Alias.parse(spec) for spec in args.alias)
     except ValueError as exc:
         parser.error(str(exc))
+    if args.context_window is not None and args.context_window < 1:
+        parser.error("--context-window must be a positive number of tokens")
     return Settings(
         model=args.model,
         host=args.host,
@@ -66,6 +75,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         ping_interval=args.ping_interval,
         blas=args.blas,
         seed=args.seed,
+        context_window=args.context_window,
         log_level=args.log_level,
     )
 

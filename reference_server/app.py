@@ -40,7 +40,11 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
 
             log.info("loading model %s", settings.model)
             active: Engine = await asyncio.to_thread(
-                load_engine, settings.model, blas=settings.blas, seed=settings.seed
+                load_engine,
+                settings.model,
+                blas=settings.blas,
+                seed=settings.seed,
+                context_window=settings.context_window,
             )
         else:
             active = engine

@@ -26,6 +26,7 @@ class Settings:
     ping_interval: float = 5.0
     blas: BlasChoice = "auto"
     seed: int = 0
+    context_window: int | None = None  # tiny-random's window; a cap for other models
     max_body_bytes: int = MAX_BODY_BYTES
     log_level: str = "info"
 

