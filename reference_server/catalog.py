@@ -24,8 +24,9 @@ from reference_server.protocol import (
 _NO = CapabilitySupport(supported=False)
 _YES = CapabilitySupport(supported=True)
 
-# What this server can do today, stated up front (DESIGN: "capabilities say so up front").
-TEXT_ONLY = ModelCapabilities(
+# What this server can do today, stated up front (DESIGN: "capabilities say so up front"). Custom
+# tools have no capability field in the API; they are served with every model.
+CAPABILITIES = ModelCapabilities(
     batch=_NO,
     citations=_NO,
     code_execution=_NO,
@@ -39,7 +40,7 @@ TEXT_ONLY = ModelCapabilities(
     image_input=_NO,
     pdf_input=_NO,
     server_tools=ServerToolsCapability(supported=False, code_execution=_NO, web_search=_NO),
-    structured_outputs=_NO,
+    structured_outputs=_YES,  # output_config.format, by constrained decoding (tools/grammar.py)
     thinking=ThinkingCapability(
         supported=False,
         types=ThinkingTypes(adaptive=_NO, between_tools=_NO, disabled=_YES, enabled=_NO),
@@ -129,5 +130,5 @@ def _model_info(card: ModelCard) -> ModelInfo:
         created_at=card.created_at.isoformat().replace("+00:00", "Z"),
         max_input_tokens=card.context_window,
         max_tokens=card.max_output_tokens,
-        capabilities=TEXT_ONLY,
+        capabilities=CAPABILITIES,
     )

@@ -1,4 +1,4 @@
-"""Identifiers in the shapes the real API uses: `msg_…`, `req_…`."""
+"""Identifiers in the shapes the real API uses: `msg_…`, `toolu_…`, `req_…`."""
 
 from __future__ import annotations
 
@@ -16,6 +16,10 @@ def _token(length: int = 24) -> str:
 
 def new_message_id() -> str:
     return f"msg_{_token()}"
+
+
+def new_tool_use_id() -> str:
+    return f"toolu_{_token()}"
 
 
 def new_request_id() -> str:

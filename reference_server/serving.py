@@ -1,24 +1,33 @@
-"""Every Anthropic rule between the wire and the engine: model resolution, limits, stop
-sequences, stop_reason mapping, usage, and the assembly of `Message` and stream events.
+"""Every Anthropic rule between the wire and the engine: model resolution, limits, tools and
+tool_choice, structured outputs, stop sequences, stop_reason mapping, usage, and the assembly
+of `Message` and stream events.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+import json
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import jiter
 
 from reference_server.catalog import ModelCatalog
-from reference_server.engine.base import Engine, EngineRequest, FinishReason, Sampling
-from reference_server.engine.errors import PromptTooLongError, TokenizerError
+from reference_server.engine.base import Engine, EngineRequest, FinishReason, Grammar, Sampling
+from reference_server.engine.constraint import check_grammar
+from reference_server.engine.errors import GrammarError, PromptTooLongError, TokenizerError
 from reference_server.errors import InternalServerError, InvalidRequestError
-from reference_server.ids import new_message_id
+from reference_server.ids import new_message_id, new_tool_use_id
 from reference_server.protocol import (
+    ContentBlock,
+    InputJSONDelta,
     Message,
     MessageCountTokensParams,
     MessageCreateParams,
     MessageDelta,
     MessageDeltaUsage,
     MessageTokensCount,
+    PromptParams,
     RawContentBlockDeltaEvent,
     RawContentBlockStartEvent,
     RawContentBlockStopEvent,
@@ -29,9 +38,13 @@ from reference_server.protocol import (
     StopReason,
     TextBlock,
     TextDelta,
+    ToolUseBlock,
     Usage,
 )
 from reference_server.stops import StopMatcher
+from reference_server.tools.calls import ArgsPiece, CallEnd, CallParser, CallStart, TextPiece
+from reference_server.tools.definitions import ToolDefinition, ToolPolicy, parse_tools, tool_policy
+from reference_server.tools.grammar import json_schema_grammar, response_grammar
 from reference_server.validation import (
     build_turns,
     check_cache_breakpoints,
@@ -52,6 +65,8 @@ class PreparedMessage:
     stop_sequences: tuple[str, ...]
     # True when the context window, not the caller's max_tokens, bounds generation.
     bounded_by_context: bool
+    # The model may write tool calls: its text is parsed for them (tools/calls.py).
+    parse_calls: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +74,9 @@ class Outcome:
     stop_reason: StopReason
     stop_sequence: str | None
     output_tokens: int
+
+
+Piece = str | CallStart | ArgsPiece | CallEnd | Outcome  # what `run` yields
 
 
 class MessagesService:
@@ -75,32 +93,41 @@ class MessagesService:
                 f"max_tokens: {params.max_tokens} > {card.max_output_tokens}, which is the"
                 f" maximum allowed number of output tokens for {params.model}"
             )
+        tools, policy = _tools_of(params)
         reject_unsupported(params)
         check_cache_breakpoints(params)
         stops = check_stop_sequences(params.stop_sequences)
-        turns = build_turns(params)
+        turns = build_turns(params, have_tools=bool(tools))
+        output_schema = _output_schema(params)
+        grammar = response_grammar(policy, output_schema)
+        if grammar is not None:
+            _check_grammar(grammar, tools, policy, output_schema)
         sampling = Sampling(
             temperature=1.0 if params.temperature is None else params.temperature,
             top_p=params.top_p,
             top_k=params.top_k,
         )
-        probe = EngineRequest(card.id, turns, params.max_tokens, sampling)
+        specs = tuple(tool.spec() for tool in tools)
+        probe = EngineRequest(card.id, turns, params.max_tokens, sampling, tools=specs)
         input_tokens = await self._count(probe, card.context_window)
         room = card.context_window - input_tokens
         budget = min(params.max_tokens, room)
         return PreparedMessage(
-            request=EngineRequest(card.id, turns, budget, sampling),
+            request=EngineRequest(card.id, turns, budget, sampling, tools=specs, constraint=grammar),
             requested_model=params.model,
             input_tokens=input_tokens,
             stop_sequences=stops,
             bounded_by_context=budget < params.max_tokens,
+            parse_calls=policy.may_call,
         )
 
     async def count_tokens(self, params: MessageCountTokensParams) -> MessageTokensCount:
         card = self.catalog.resolve(params.model)
+        tools, _ = _tools_of(params)
         reject_unsupported(params)
         check_cache_breakpoints(params)
-        request = EngineRequest(card.id, build_turns(params), 0)
+        turns = build_turns(params, have_tools=bool(tools))
+        request = EngineRequest(card.id, turns, 0, tools=tuple(tool.spec() for tool in tools))
         return MessageTokensCount(input_tokens=await self._count(request, card.context_window))
 
     async def _count(self, request: EngineRequest, context_window: int) -> int:
@@ -115,21 +142,36 @@ class MessagesService:
             raise InvalidRequestError(f"prompt is too long: {tokens} tokens > {context_window - 1} maximum")
         return tokens
 
-    async def run(self, prepared: PreparedMessage) -> AsyncIterator[str | Outcome]:
-        """Generated text pieces (stop sequences already cut out), then one Outcome."""
+    async def run(self, prepared: PreparedMessage) -> AsyncIterator[Piece]:
+        """Text pieces (stop sequences cut out) and tool-call pieces, then one Outcome.
+
+        Stop sequences apply to the text only: once a call starts, its JSON is never cut."""
         matcher = StopMatcher(prepared.stop_sequences)
+        parser = CallParser() if prepared.parse_calls else None
         deltas = self.engine.generate(prepared.request)
         output_tokens = 0
         finish: FinishReason | None = None
+        calls = complete = 0
         try:
             async for delta in deltas:
                 output_tokens = delta.output_tokens
-                scan = matcher.feed(delta.text)
-                if scan.text:
-                    yield scan.text
-                if scan.matched is not None:
-                    yield Outcome("stop_sequence", scan.matched, output_tokens)
-                    return
+                pieces = parser.feed(delta.text) if parser is not None else [TextPiece(delta.text)]
+                if delta.finish is not None and parser is not None:
+                    pieces += parser.flush()
+                for piece in pieces:
+                    if isinstance(piece, TextPiece) and not calls:
+                        scan = matcher.feed(piece.text)
+                        if scan.text:
+                            yield scan.text
+                        if scan.matched is not None:
+                            yield Outcome("stop_sequence", scan.matched, output_tokens)
+                            return
+                    elif isinstance(piece, CallStart | ArgsPiece | CallEnd):
+                        if isinstance(piece, CallStart) and not calls and (rest := matcher.flush()):
+                            yield rest
+                        calls += isinstance(piece, CallStart)
+                        complete += isinstance(piece, CallEnd) and piece.complete
+                        yield piece
                 if delta.finish is not None:
                     finish = delta.finish
                     break
@@ -140,10 +182,12 @@ class MessagesService:
                 await aclose()
         if finish is None:
             raise InternalServerError("The model stopped without a finish reason")
-        rest = matcher.flush()
-        if rest:
+        if not calls and (rest := matcher.flush()):
             yield rest
-        yield Outcome(self._stop_reason(finish, prepared), None, output_tokens)
+        if finish == "stop" and calls and complete == calls:
+            yield Outcome("tool_use", None, output_tokens)
+        else:
+            yield Outcome(self._stop_reason(finish, prepared), None, output_tokens)
 
     @staticmethod
     def _stop_reason(finish: FinishReason, prepared: PreparedMessage) -> StopReason:
@@ -152,18 +196,17 @@ class MessagesService:
         return "model_context_window_exceeded" if prepared.bounded_by_context else "max_tokens"
 
     async def create(self, prepared: PreparedMessage) -> Message:
-        parts: list[str] = []
+        builder = _ContentBuilder()
         outcome: Outcome | None = None
         async for piece in self.run(prepared):
             if isinstance(piece, Outcome):
                 outcome = piece
             else:
-                parts.append(piece)
+                builder.add(piece)
         assert outcome is not None  # run() always ends with an Outcome or raises
-        text = "".join(parts)
         return Message(
             id=new_message_id(),
-            content=[TextBlock(text=text)] if text else [],  # never an empty text block
+            content=builder.blocks(),
             model=prepared.requested_model,
             stop_reason=outcome.stop_reason,
             stop_sequence=outcome.stop_sequence,
@@ -182,21 +225,110 @@ class MessagesService:
                 usage=Usage(input_tokens=prepared.input_tokens, output_tokens=0),
             )
         )
-        block_open = False
+        index = -1  # of the last block started
+        text_open = call_open = False
         outcome: Outcome | None = None
         async for piece in self.run(prepared):
             if isinstance(piece, Outcome):
                 outcome = piece
-                continue
-            if not block_open:  # opened lazily: an empty answer has no (empty) text block
-                yield RawContentBlockStartEvent(index=0, content_block=TextBlock(text=""))
-                block_open = True
-            yield RawContentBlockDeltaEvent(index=0, delta=TextDelta(text=piece))
+            elif isinstance(piece, str):
+                if not text_open:  # opened lazily: an empty answer has no (empty) text block
+                    index += 1
+                    text_open = True
+                    yield RawContentBlockStartEvent(index=index, content_block=TextBlock(text=""))
+                yield RawContentBlockDeltaEvent(index=index, delta=TextDelta(text=piece))
+            elif isinstance(piece, CallStart):
+                if text_open:
+                    text_open = False
+                    yield RawContentBlockStopEvent(index=index)
+                index += 1
+                call_open = True
+                block = ToolUseBlock(id=new_tool_use_id(), name=piece.name, input={})
+                yield RawContentBlockStartEvent(index=index, content_block=block)
+            elif isinstance(piece, ArgsPiece):
+                yield RawContentBlockDeltaEvent(index=index, delta=InputJSONDelta(partial_json=piece.json))
+            else:
+                call_open = False
+                yield RawContentBlockStopEvent(index=index)
         assert outcome is not None
-        if block_open:
-            yield RawContentBlockStopEvent(index=0)
+        if text_open or call_open:
+            yield RawContentBlockStopEvent(index=index)
         yield RawMessageDeltaEvent(
             delta=MessageDelta(stop_reason=outcome.stop_reason, stop_sequence=outcome.stop_sequence),
             usage=MessageDeltaUsage(output_tokens=outcome.output_tokens, input_tokens=prepared.input_tokens),
         )
         yield RawMessageStopEvent()
+
+
+@dataclass
+class _ContentBuilder:
+    """The content blocks of a non-streamed answer, from `run`'s pieces."""
+
+    text: list[str] = field(default_factory=list)
+    calls: list[tuple[str, list[str]]] = field(default_factory=list)
+
+    def add(self, piece: str | CallStart | ArgsPiece | CallEnd) -> None:
+        if isinstance(piece, str):
+            self.text.append(piece)
+        elif isinstance(piece, CallStart):
+            self.calls.append((piece.name, []))
+        elif isinstance(piece, ArgsPiece):
+            self.calls[-1][1].append(piece.json)
+
+    def blocks(self) -> list[ContentBlock]:
+        text = "".join(self.text)
+        blocks: list[ContentBlock] = [TextBlock(text=text)] if text else []  # never an empty text block
+        for name, parts in self.calls:
+            blocks.append(ToolUseBlock(id=new_tool_use_id(), name=name, input=_arguments("".join(parts))))
+        return blocks
+
+
+def _arguments(text: str) -> dict[str, Any]:
+    """A call's input: its JSON, or as much of it as was written when max_tokens cut it (read
+    the way the SDK reads partial JSON, so streamed and plain answers agree)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = jiter.from_json(text.encode(), partial_mode="trailing-strings") if text else {}
+    return value if isinstance(value, dict) else {}
+
+
+def _tools_of(params: PromptParams) -> tuple[tuple[ToolDefinition, ...], ToolPolicy]:
+    tools = parse_tools(params.tools)
+    return tools, tool_policy(params, tools)
+
+
+def _output_schema(params: PromptParams) -> Mapping[str, Any] | None:
+    config = params.output_config
+    return config.format.schema_ if config is not None and config.format is not None else None
+
+
+def _check_grammar(
+    grammar: Grammar,
+    tools: tuple[ToolDefinition, ...],
+    policy: ToolPolicy,
+    output_schema: Mapping[str, Any] | None,
+) -> None:
+    """A grammar llguidance cannot build is a 400 naming the schema at fault, never an
+    unconstrained call."""
+    try:
+        check_grammar(grammar)
+        return
+    except GrammarError as exc:
+        problem = str(exc)
+    for index, tool in enumerate(tools):
+        if not policy.may_call or tool not in policy.tools:
+            continue
+        try:
+            check_grammar(json_schema_grammar(tool.input_schema))
+        except GrammarError as exc:
+            raise InvalidRequestError(
+                f"tools.{index}.custom.input_schema: this server cannot enforce this schema with "
+                f"constrained decoding ({exc})"
+            ) from None
+    if output_schema is not None:
+        raise InvalidRequestError(
+            f"output_config.format.schema: this server cannot enforce this schema with constrained "
+            f"decoding ({problem})"
+        )
+    raise InternalServerError(f"the server built an invalid grammar: {problem}")

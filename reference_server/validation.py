@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from reference_server.engine.base import Role, Turn
+from reference_server.engine.base import ToolCall, Turn
 from reference_server.errors import InvalidRequestError
 from reference_server.protocol import (
     UNION_TAGS,
@@ -26,6 +26,7 @@ from reference_server.protocol import (
     ToolResultBlockParam,
     ToolUseBlockParam,
 )
+from reference_server.tools.history import check_tool_pairing, tool_call, tool_result_turn
 
 __all__ = [
     "build_turns",
@@ -79,22 +80,16 @@ def error_path(loc: Sequence[int | str]) -> str:
 
 def reject_unsupported(params: PromptParams) -> None:
     """Features this server does not have yet get a plain 400, never silent ignoring."""
-    if params.tools:
-        raise InvalidRequestError("tools: tool use is not supported by this server yet")
-    if params.tool_choice is not None and params.tool_choice.type in ("any", "tool"):
-        raise InvalidRequestError(
-            f"tool_choice: {params.tool_choice.type!r} requires tools, which are not supported"
-            " by this server yet"
-        )
     if params.thinking is not None and params.thinking.type != "disabled":
         raise InvalidRequestError(
             f"thinking: {params.thinking.type!r} thinking is not supported by this server yet"
         )
-    config = params.output_config
-    if config is not None and config.format is not None:
+    if params.context_management is not None and params.context_management.edits:
+        kinds = ", ".join(edit.type for edit in params.context_management.edits)
         raise InvalidRequestError(
-            "output_config.format: structured outputs are not supported by this server yet"
+            f"context_management: context editing ({kinds}) is not supported by this server yet"
         )
+    config = params.output_config
     if config is not None and config.effort is not None:
         raise InvalidRequestError("output_config.effort: effort is not supported by this model")
 
@@ -129,41 +124,49 @@ def check_stop_sequences(stop_sequences: Sequence[str] | None) -> tuple[str, ...
     return stops
 
 
-def build_turns(params: PromptParams) -> tuple[Turn, ...]:
-    """System prompt and messages → merged plain-text turns (the engine's input).
+def build_turns(params: PromptParams, *, have_tools: bool = False) -> tuple[Turn, ...]:
+    """System prompt and messages → the engine's turns.
 
     Consecutive same-role messages are combined into one turn (the API documents this).
-    A final assistant message is a prefill; an empty one is simply no prefill.
+    A final assistant message is a prefill; an empty one is simply no prefill. tool_use blocks
+    become the assistant turn's calls and tool_result blocks `tool` turns, paired by id as the
+    API checks them (tools/history.py).
     """
     if not params.messages:
         raise InvalidRequestError("messages: at least one message is required")
+    names = check_tool_pairing(params.messages, have_tools=have_tools)
     turns: list[Turn] = []
     system = _system_text(params)
     if system:
         turns.append(Turn("system", system))
     last = len(params.messages) - 1
     for index, message in enumerate(params.messages):
-        text = _message_text(message, f"messages.{index}")
-        if not text:
+        pieces = _message_turns(message, f"messages.{index}", names)
+        if not pieces:
             if index == last and message.role == "assistant":
                 continue
             raise InvalidRequestError(
                 f"messages.{index}: all messages must have non-empty content except for the"
                 " optional final assistant message"
             )
+        text = pieces[-1].text
         if index == last and message.role == "assistant" and text != text.rstrip():
             raise InvalidRequestError("messages: final assistant content cannot end with trailing whitespace")
-        _append(turns, message.role, text)
+        for piece in pieces:
+            _append(turns, piece)
     if all(turn.role == "system" for turn in turns):
         raise InvalidRequestError("messages: at least one user or assistant message is required")
     return tuple(turns)
 
 
-def _append(turns: list[Turn], role: Role, text: str) -> None:
-    if turns and turns[-1].role == role:
-        turns[-1] = Turn(role, turns[-1].text + BLOCK_SEPARATOR + text)
+def _append(turns: list[Turn], turn: Turn) -> None:
+    previous = turns[-1] if turns else None
+    mergeable = turn.role in ("system", "user", "assistant") and not (previous and previous.tool_calls)
+    if previous is not None and previous.role == turn.role and mergeable:
+        text = BLOCK_SEPARATOR.join(t for t in (previous.text, turn.text) if t)
+        turns[-1] = Turn(turn.role, text, tool_calls=turn.tool_calls)
     else:
-        turns.append(Turn(role, text))
+        turns.append(turn)
 
 
 def _system_text(params: PromptParams) -> str:
@@ -176,12 +179,16 @@ def _system_text(params: PromptParams) -> str:
     return BLOCK_SEPARATOR.join(block.text for block in params.system)
 
 
-def _message_text(message: MessageParam, path: str) -> str:
+def _message_turns(message: MessageParam, path: str, names: dict[str, str]) -> list[Turn]:
+    """One message as turns: tool results first (as `tool` turns), then its text (with the
+    assistant's calls); [] when it holds nothing."""
     if isinstance(message.content, str):
         if message.content:
             _require_visible(message.content, f"{path}.content")
-        return message.content
+        return [Turn(message.role, message.content)] if message.content else []
     texts: list[str] = []
+    calls: list[ToolCall] = []
+    results: list[Turn] = []
     for i, block in enumerate(message.content):
         block_path = f"{path}.content.{i}"
         if isinstance(block, TextBlockParam):
@@ -189,16 +196,20 @@ def _message_text(message: MessageParam, path: str) -> str:
             texts.append(block.text)
         elif message.role == "system":
             raise InvalidRequestError(f"{block_path}: system messages may only contain text blocks")
+        elif isinstance(block, ToolUseBlockParam):
+            calls.append(tool_call(block))
+        elif isinstance(block, ToolResultBlockParam):
+            results.append(tool_result_turn(block, block_path, names[block.tool_use_id]))
         else:
             raise InvalidRequestError(f"{block_path}: {_unsupported_block(block)}")
-    return BLOCK_SEPARATOR.join(texts)
+    text = BLOCK_SEPARATOR.join(texts)
+    own = [Turn(message.role, text, tool_calls=tuple(calls))] if text or calls else []
+    return results + own
 
 
 def _unsupported_block(block: Any) -> str:
     if isinstance(block, ImageBlockParam):
         return "image input is not supported by this server (the model is text-only)"
-    if isinstance(block, ToolUseBlockParam | ToolResultBlockParam):
-        return f"{block.type} blocks need tool use, which is not supported by this server yet"
     if isinstance(block, ThinkingBlockParam | RedactedThinkingBlockParam):
         return f"{block.type} blocks need extended thinking, not supported by this server yet"
     kind = getattr(block, "type", "unknown")

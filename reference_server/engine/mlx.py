@@ -233,7 +233,7 @@ class MLXEngine:
         if request.model != self._card.id:
             raise UnknownModelError(f"this engine serves {self._card.id!r}, not {request.model!r}")
         # Tokenizing is CPU work without MLX: off the event loop, and off the worker too.
-        tokens = await asyncio.to_thread(self._tokenizer.encode_turns, request.turns)
+        tokens = await asyncio.to_thread(self._tokenizer.encode_turns, request.turns, request.tools)
         if len(tokens) > self._card.context_window:
             raise PromptTooLongError(len(tokens), self._card.context_window)
         return tokens

@@ -18,12 +18,15 @@ from datetime import UTC, datetime
 
 from reference_server.engine.base import EngineDelta, EngineRequest, ModelCard
 from reference_server.engine.constraint import check_grammar
+from reference_server.engine.toolformat import plain_turns
 
 
 def render(request: EngineRequest) -> str:
-    """The scripted "chat template"; a final assistant turn is left open (prefill)."""
-    parts = [f"<{turn.role}>{turn.text}" for turn in request.turns]
-    if request.turns and request.turns[-1].role != "assistant":
+    """The scripted "chat template" (tools in the built-in format); a final assistant turn is
+    left open (prefill)."""
+    turns = plain_turns(request.turns, request.tools)
+    parts = [f"<{turn.role}>{turn.text}" for turn in turns]
+    if turns and turns[-1].role != "assistant":
         parts.append("<assistant>")
     return "".join(parts)
 

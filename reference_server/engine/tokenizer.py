@@ -20,9 +20,10 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 
 from .errors import TokenizerError
+from .toolformat import plain_turns, template_messages, tool_function
 
 if TYPE_CHECKING:
-    from .base import Turn
+    from .base import ToolSpec, Turn
 
 __all__ = ["ChatTokenizer", "StreamDecoder", "TokenizerError"]
 
@@ -105,6 +106,9 @@ class ChatTokenizer:
         env.globals["raise_exception"] = _raise_exception
         env.globals["strftime_now"] = _strftime_now
         self._template = env.from_string(chat_template or _CHATML)
+        # Hugging Face templates that take tools read a `tools` variable; others ignore it, and
+        # get tools and tool turns in the built-in format (toolformat.plain_turns).
+        self.takes_tools = chat_template is not None and "tools" in chat_template
         self._bos_token = bos_token
         self._eos_token = eos_token
         self._bos_id = tokenizer.token_to_id(bos_token) if bos_token else None
@@ -191,22 +195,28 @@ class ChatTokenizer:
         """Number of token ids, special tokens included."""
         return int(self._tokenizer.get_vocab_size(with_added_tokens=True))
 
-    def render(self, turns: Sequence[Turn]) -> str:
-        """The prompt text for `turns`.
+    def render(self, turns: Sequence[Turn], tools: Sequence[ToolSpec] = ()) -> str:
+        """The prompt text for `turns`, offering `tools`.
 
-        Ends with the template's generation prompt when the last turn is user or system; when it
-        is an assistant turn (a prefill) it ends exactly at the end of that turn's text.
+        Ends with the template's generation prompt when the last turn is user, system or tool;
+        when it is an assistant turn (a prefill) it ends exactly at the end of that turn's text.
         """
-        prefill = turns[-1].text if turns and turns[-1].role == "assistant" else None
-        messages = [{"role": t.role, "content": t.text} for t in turns]
+        structured = self.takes_tools and (tools or any(t.role == "tool" or t.tool_calls for t in turns))
+        if not structured and (tools or any(t.role == "tool" or t.tool_calls for t in turns)):
+            turns = plain_turns(turns, tools)
+        last = turns[-1] if turns else None
+        prefill = last.text if last is not None and last.role == "assistant" and not last.tool_calls else None
+        messages = template_messages(turns)
         if prefill is not None:
             messages[-1]["content"] = _PREFILL_MARK
+        extra: dict[str, Any] = {"tools": [tool_function(t) for t in tools]} if structured and tools else {}
         try:
             text = self._template.render(
                 messages=messages,
                 add_generation_prompt=prefill is None,
                 bos_token=self._bos_token or "",
                 eos_token=self._eos_token or "",
+                **extra,
             )
         except jinja2.TemplateError as exc:
             # e.g. templates that only allow a system turn first: a bad request, not a crash.
@@ -225,9 +235,9 @@ class ChatTokenizer:
             ids.insert(0, self._bos_id)
         return ids
 
-    def encode_turns(self, turns: Sequence[Turn]) -> list[int]:
+    def encode_turns(self, turns: Sequence[Turn], tools: Sequence[ToolSpec] = ()) -> list[int]:
         """Prompt token ids of a conversation: what generation feeds the model."""
-        return self.encode(self.render(turns))
+        return self.encode(self.render(turns, tools))
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of `ids`; incomplete UTF-8 sequences come out as U+FFFD."""

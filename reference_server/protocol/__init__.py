@@ -8,6 +8,7 @@ blocks, usage, errors), `events` (stream events), `models` (`/v1/models`).
 from __future__ import annotations
 
 from .events import (
+    InputJSONDelta,
     MessageDelta,
     MessageDeltaUsage,
     PingEvent,
@@ -35,6 +36,8 @@ from .requests import (
     UNION_TAGS,
     CacheControlEphemeralParam,
     ContentBlockParam,
+    ContextManagementEditParam,
+    ContextManagementParam,
     DiagnosticsParam,
     DocumentBlockParam,
     ImageBlockParam,
@@ -67,12 +70,14 @@ from .requests import (
 from .responses import (
     CacheCreation,
     ContentBlock,
+    DirectCaller,
     ErrorObject,
     ErrorResponse,
     Message,
     MessageTokensCount,
     StopReason,
     TextBlock,
+    ToolUseBlock,
     Usage,
 )
 
@@ -84,12 +89,16 @@ __all__ = [
     "ContentBlock",
     "ContentBlockParam",
     "ContextManagementCapability",
+    "ContextManagementEditParam",
+    "ContextManagementParam",
     "DiagnosticsParam",
+    "DirectCaller",
     "DocumentBlockParam",
     "EffortCapability",
     "ErrorObject",
     "ErrorResponse",
     "ImageBlockParam",
+    "InputJSONDelta",
     "JSONOutputFormatParam",
     "Message",
     "MessageContent",
@@ -135,6 +144,7 @@ __all__ = [
     "ToolChoiceParam",
     "ToolChoiceToolParam",
     "ToolResultBlockParam",
+    "ToolUseBlock",
     "ToolUseBlockParam",
     "Usage",
 ]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from .responses import ContentBlock, Message, StopReason, _Out
 
@@ -10,6 +12,11 @@ from .responses import ContentBlock, Message, StopReason, _Out
 class TextDelta(_Out):
     type: Literal["text_delta"] = "text_delta"
     text: str
+
+
+class InputJSONDelta(_Out):
+    type: Literal["input_json_delta"] = "input_json_delta"
+    partial_json: str
 
 
 class MessageDelta(_Out):
@@ -41,7 +48,7 @@ class RawContentBlockStartEvent(_Out):
 class RawContentBlockDeltaEvent(_Out):
     type: Literal["content_block_delta"] = "content_block_delta"
     index: int
-    delta: TextDelta
+    delta: Annotated[TextDelta | InputJSONDelta, Field(discriminator="type")]
 
 
 class RawContentBlockStopEvent(_Out):

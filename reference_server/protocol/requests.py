@@ -68,6 +68,7 @@ class ToolUseBlockParam(_Param):
     input: dict[str, Any]
     cache_control: CacheControlEphemeralParam | None = None
     caller: dict[str, Any] | None = None
+    toolset_name: StrictStr | None = None  # SDK 2.14: echoed from responses
 
 
 class ToolResultBlockParam(_Param):
@@ -76,6 +77,7 @@ class ToolResultBlockParam(_Param):
     content: StrictStr | list[dict[str, Any]] | None = None
     is_error: StrictBool | None = None
     cache_control: CacheControlEphemeralParam | None = None
+    toolset_name: StrictStr | None = None
 
 
 class ThinkingBlockParam(_Param):
@@ -206,6 +208,17 @@ ToolChoiceParam = Annotated[
 ]
 
 
+class ContextManagementEditParam(BaseModel):
+    """One edit of the `context-management-2025-06-27` beta; its own fields are the beta's."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    type: Literal["clear_tool_uses_20250919", "clear_thinking_20251015", "compact_20260112"]
+
+
+class ContextManagementParam(_Param):
+    edits: list[ContextManagementEditParam] | None = None
+
+
 class DiagnosticsParam(_Param):
     previous_message_id: StrictStr | None = None
 
@@ -221,6 +234,8 @@ class PromptParams(_Param):
     thinking: ThinkingConfigParam | None = None
     output_config: OutputConfigParam | None = None
     cache_control: CacheControlEphemeralParam | None = None
+    # Declared so that serving can refuse it in words (Claude Code sends it with thinking on).
+    context_management: ContextManagementParam | None = None
 
 
 class MessageCreateParams(PromptParams):

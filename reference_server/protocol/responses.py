@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -17,7 +17,19 @@ class TextBlock(_Out):
     citations: list[dict[str, Any]] | None = None
 
 
-ContentBlock = TextBlock  # tools and thinking add ToolUseBlock / ThinkingBlock here
+class DirectCaller(_Out):
+    type: Literal["direct"] = "direct"
+
+
+class ToolUseBlock(_Out):
+    type: Literal["tool_use"] = "tool_use"
+    id: str
+    name: str
+    input: dict[str, Any]
+    caller: DirectCaller = Field(default_factory=DirectCaller)
+
+
+ContentBlock = Annotated[TextBlock | ToolUseBlock, Field(discriminator="type")]
 
 
 class CacheCreation(_Out):

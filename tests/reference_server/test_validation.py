@@ -172,13 +172,11 @@ def test_system_role_inside_messages_is_a_mid_conversation_system_turn():
 @pytest.mark.parametrize(
     ("changes", "needle"),
     [
-        ({"tools": [{"name": "t", "input_schema": {"type": "object"}}]}, "tools:"),
-        ({"tool_choice": {"type": "any"}}, "tool_choice:"),
         ({"thinking": {"type": "enabled", "budget_tokens": 2048}}, "thinking:"),
         ({"thinking": {"type": "adaptive"}}, "thinking:"),
         (
-            {"output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}}},
-            "output_config.format:",
+            {"context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]}},
+            "context_management: context editing (clear_thinking_20251015)",
         ),
         (
             {
@@ -201,10 +199,6 @@ def test_system_role_inside_messages_is_a_mid_conversation_system_turn():
                 ]
             },
             "messages.0.content.0: document input is not supported",
-        ),
-        (
-            {"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1"}]}]},
-            "tool use",
         ),
     ],
 )

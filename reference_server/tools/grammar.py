@@ -1,0 +1,111 @@
+"""The grammar that bounds what the model may write, in llguidance's Lark syntax.
+
+Tool calls are written in the engine's built-in format (engine/toolformat.py); each tool's
+arguments are its `input_schema`, embedded with `%json`, so every call names a defined tool
+and its input validates, whether or not the tool is `strict`. By `tool_choice`:
+
+- `auto`: free text that never spells a call tag, or text then one or more calls;
+- `any` / `tool`: calls only (of the named tool for `tool`), no text first, as the API does
+  by prefilling;
+- `none`: free text that never spells a call tag;
+- with `disable_parallel_tool_use`, exactly one call where calls are allowed.
+
+`output_config.format` (a JSON Schema) makes the text answer that JSON. JSON is written
+compactly (`, ` and `: ` separators, no free whitespace), and objects get no properties
+beyond those declared (`additionalProperties` unset is read as false when generating): small
+models otherwise pad the JSON, or invent keys until max_tokens. What is generated is still
+valid against the schema as given.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from reference_server.engine.base import Grammar
+from reference_server.engine.toolformat import CALL_OPEN, CALL_SEPARATOR, CALL_SUFFIX, call_prefix
+
+from .definitions import ToolDefinition, ToolPolicy
+
+__all__ = ["json_schema_grammar", "response_grammar"]
+
+# Text that never contains the call tag: answers that are not calls cannot fake one.
+_TEXT = "TEXT: /(?s:.*)/ & ~/(?s:.*<tool_call>.*)/"
+# Text up to and including the first call tag (lazy: it ends there).
+_HEAD = "head[lazy]: /(?s:.*)<tool_call>\\n/"
+_COMPACT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+
+
+def _literal(text: str) -> str:
+    return json.dumps(text)  # a Lark string literal: the same escapes as JSON
+
+
+def _json(schema: Mapping[str, Any]) -> str:
+    return "%json " + json.dumps({**_closed(schema), "x-guidance": _COMPACT})
+
+
+_SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SUBSCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
+
+
+def _closed(schema: Any) -> Any:
+    """`schema` with `additionalProperties: false` wherever it declares properties and says
+    nothing of others."""
+    if not isinstance(schema, Mapping):
+        return schema
+    out = dict(schema)
+    if "properties" in out and "additionalProperties" not in out and "patternProperties" not in out:
+        out["additionalProperties"] = False
+    for key in _SUBSCHEMA_MAPS:
+        if isinstance(out.get(key), Mapping):
+            out[key] = {name: _closed(sub) for name, sub in out[key].items()}
+    for key in _SUBSCHEMA_LISTS:
+        if isinstance(out.get(key), list):
+            out[key] = [_closed(sub) for sub in out[key]]
+    for key in ("items", "additionalProperties", "not", "if", "then", "else"):
+        if isinstance(out.get(key), Mapping):
+            out[key] = _closed(out[key])
+    return out
+
+
+def json_schema_grammar(schema: Mapping[str, Any]) -> Grammar:
+    """The whole answer is one JSON value valid against `schema`."""
+    return Grammar(f"start: answer\nanswer: {_json(schema)}\n")
+
+
+def response_grammar(policy: ToolPolicy, output_schema: Mapping[str, Any] | None) -> Grammar | None:
+    """What the answer may be under `policy` (and `output_config.format`); None: anything."""
+    rules: list[str] = []
+    answer = "answer" if output_schema is not None else "TEXT"
+    if output_schema is not None:
+        rules.append(f"answer: {_json(output_schema)}")
+    else:
+        rules.append(_TEXT)
+    if not policy.may_call:
+        start = answer
+        if output_schema is None and not policy.tools:
+            return None  # no tools, no format: nothing to bound
+    elif policy.mode == "auto":
+        # After free text the tag comes through `head`; a JSON answer is not followed by calls.
+        start = (
+            f"{answer} | head calls" if output_schema is None else f"{answer} | {_literal(CALL_OPEN)} calls"
+        )
+        if output_schema is None:
+            rules.append(_HEAD)
+    else:
+        start = f"{_literal(CALL_OPEN)} calls"
+    if policy.may_call:
+        rules += _call_rules(policy.tools, parallel=policy.parallel)
+    return Grammar("\n".join([f"start: {start}", *rules]) + "\n")
+
+
+def _call_rules(tools: Sequence[ToolDefinition], *, parallel: bool) -> list[str]:
+    """`calls`: one call, or calls joined by the separator; each call's text after the tag."""
+    more = f" ({_literal(CALL_SEPARATOR + CALL_OPEN)} call)*" if parallel else ""
+    rules = [f"calls: call{more}", "call: " + " | ".join(f"call_{i}" for i in range(len(tools)))]
+    for i, tool in enumerate(tools):
+        after_tag = call_prefix(tool.name)[len(CALL_OPEN) :]
+        rules.append(f"call_{i}: {_literal(after_tag)} args_{i} {_literal(CALL_SUFFIX)}")
+        rules.append(f"args_{i}: {_json(tool.input_schema)}")
+    return rules

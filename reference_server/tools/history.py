@@ -1,0 +1,108 @@
+"""Tool turns in a conversation: `tool_use` blocks in assistant messages paired by id with
+`tool_result` blocks in the next user message, checked as the API checks them, and turned
+into the engine's neutral `ToolCall`s and `tool` turns.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from reference_server.engine.base import ToolCall, Turn
+from reference_server.errors import InvalidRequestError
+from reference_server.protocol import MessageParam, ToolResultBlockParam, ToolUseBlockParam
+
+__all__ = ["check_tool_pairing", "tool_call", "tool_result_turn"]
+
+_TOOL_USE_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+NEEDS_TOOLS = "Requests which include `tool_use` or `tool_result` blocks must define tools."
+
+
+def _blocks(message: MessageParam) -> Sequence[object]:
+    return () if isinstance(message.content, str) else message.content
+
+
+def check_tool_pairing(messages: Sequence[MessageParam], *, have_tools: bool) -> dict[str, str]:
+    """Every tool_use answered by a tool_result in the very next user message, every
+    tool_result answering a tool_use of the message just before, results first in their
+    message, ids well formed and unique. Returns the tool name of each tool_use id."""
+    names: dict[str, str] = {}
+    for index, message in enumerate(messages):
+        for position, block in enumerate(_blocks(message)):
+            path = f"messages.{index}.content.{position}"
+            if isinstance(block, ToolUseBlockParam | ToolResultBlockParam) and not have_tools:
+                raise InvalidRequestError(NEEDS_TOOLS)
+            if isinstance(block, ToolUseBlockParam):
+                if message.role != "assistant":
+                    raise InvalidRequestError(
+                        f"{path}: tool_use blocks may only appear in assistant messages"
+                    )
+                if not _TOOL_USE_ID.match(block.id):
+                    raise InvalidRequestError(f"{path}.id: String should match pattern '^[a-zA-Z0-9_-]+$'")
+                if block.id in names:
+                    raise InvalidRequestError(
+                        f"{path}: `tool_use` ids must be unique, found {block.id!r} twice"
+                    )
+                names[block.id] = block.name
+            elif isinstance(block, ToolResultBlockParam) and message.role != "user":
+                raise InvalidRequestError(f"{path}: tool_result blocks may only appear in user messages")
+    for index, message in enumerate(messages):
+        used = [b.id for b in _blocks(message) if isinstance(b, ToolUseBlockParam)]
+        following = messages[index + 1] if index + 1 < len(messages) else None
+        answered = {
+            b.tool_use_id
+            for b in (_blocks(following) if following else ())
+            if isinstance(b, ToolResultBlockParam)
+        }
+        missing = [tool_id for tool_id in used if tool_id not in answered]
+        if missing:
+            raise InvalidRequestError(
+                f"messages.{index}: `tool_use` ids were found without `tool_result` blocks immediately "
+                f"after: {', '.join(missing)}. Each `tool_use` block must have a corresponding "
+                "`tool_result` block in the next message."
+            )
+        _check_results(messages, index)
+    return names
+
+
+def _check_results(messages: Sequence[MessageParam], index: int) -> None:
+    previous = messages[index - 1] if index > 0 else None
+    offered = {b.id for b in _blocks(previous) if isinstance(b, ToolUseBlockParam)} if previous else set()
+    seen_other = False
+    for position, block in enumerate(_blocks(messages[index])):
+        path = f"messages.{index}.content.{position}"
+        if not isinstance(block, ToolResultBlockParam):
+            seen_other = True
+            continue
+        if block.tool_use_id not in offered:
+            raise InvalidRequestError(
+                f"{path}: unexpected `tool_use_id` found in `tool_result` blocks: {block.tool_use_id}. "
+                "Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
+            )
+        if seen_other:
+            raise InvalidRequestError(
+                f"{path}: `tool_result` blocks must come first in the user message, before any other content"
+            )
+
+
+def tool_call(block: ToolUseBlockParam) -> ToolCall:
+    return ToolCall(block.id, block.name, block.input)
+
+
+def tool_result_turn(block: ToolResultBlockParam, path: str, name: str) -> Turn:
+    """A tool_result as a `tool` turn: its string content, or its text blocks joined."""
+    content = block.content
+    if content is None or isinstance(content, str):
+        text = content or ""
+    else:
+        texts = []
+        for position, item in enumerate(content):
+            kind = item.get("type")
+            if kind != "text" or not isinstance(item.get("text"), str):
+                raise InvalidRequestError(
+                    f"{path}.content.{position}: {kind} blocks in tool results are not supported by this "
+                    "server (the model is text-only); send the result as text"
+                )
+            texts.append(item["text"])
+        text = "\n\n".join(texts)
+    return Turn("tool", text, tool_call_id=block.tool_use_id, name=name, is_error=bool(block.is_error))
