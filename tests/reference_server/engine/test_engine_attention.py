@@ -24,6 +24,9 @@ def reference(mx: Any, q: Any, k: Any, v: Any, scale: float, mask: Any) -> Any:
         (2, 6, 2, 8, 24, None),
         (2, 4, 2, 8, 24, "bool"),
         (1, 4, 1, 8, 24, "additive"),
+        (1, 9, 3, 150, 400, "causal"),  # several row blocks, the last one partial
+        (1, 4, 2, 130, 130, "bool"),
+        (2, 4, 2, 140, 200, None),
     ],
 )
 def test_matches_mlx(

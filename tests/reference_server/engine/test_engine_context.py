@@ -65,5 +65,5 @@ def test_tiny_random_prefills_a_30k_token_prompt(wide_tiny_engine: Any, collect:
     deltas = collect(wide_tiny_engine, req)
     elapsed = time.perf_counter() - started
     assert deltas[-1].output_tokens == 3
-    # About 7 s on two idle cores (45 s before blocked attention); generous for shared CI.
+    # 15-24 s on two cores shared with other work (46 s before blocked attention); generous for CI.
     assert elapsed < 120, f"{prompt_tokens}-token prefill took {elapsed:.1f} s"
