@@ -63,9 +63,8 @@ class GrammarCompiler:
         import llguidance
 
         # llguidance reads the Hugging Face tokenizer JSON, whether it came from a
-        # tokenizer.json file or was rebuilt from GGUF metadata. ChatTokenizer exposes no
-        # public accessor for the wrapped `tokenizers.Tokenizer` yet, hence the private read.
-        backend = tokenizer._tokenizer
+        # tokenizer.json file or was rebuilt from GGUF metadata.
+        backend = tokenizer.backend
         self.vocab_size = tokenizer.vocab_size
         self._tokenizer = llguidance.LLTokenizer(
             backend.to_str(),

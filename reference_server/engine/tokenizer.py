@@ -191,6 +191,11 @@ class ChatTokenizer:
         )
 
     @property
+    def backend(self) -> Tokenizer:
+        """The wrapped `tokenizers.Tokenizer` (llguidance builds its own view of it)."""
+        return self._tokenizer
+
+    @property
     def vocab_size(self) -> int:
         """Number of token ids, special tokens included."""
         return int(self._tokenizer.get_vocab_size(with_added_tokens=True))
