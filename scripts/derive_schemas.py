@@ -2,9 +2,11 @@
 
 Usage: python scripts/derive_schemas.py [SPEC] [--out DIR]
 
-SPEC defaults to ../shared/spec/anthropic-openapi-2026-05.json (relative to the repository root),
-a public copy of the spec the official SDKs are generated from (tryAGI/Anthropic, file
-src/libs/Anthropic/openapi.yaml at commit ebea3ea4, 2026-05-06, MIT). DIR defaults to the
+SPEC defaults to spec/anthropic-openapi-2026-05.messages.json, the vendored extract (written by
+scripts/extract_spec.py) of a public copy of the spec the official SDKs are generated from
+(tryAGI/Anthropic, file src/libs/Anthropic/openapi.yaml at commit ebea3ea4, 2026-05-06, MIT):
+its Messages-surface paths and every component they reach, unchanged. The full copy (e.g.
+../shared/spec/anthropic-openapi-2026-05.json) gives the same output. DIR defaults to the
 repository's `schemas/`. The output is a pure function of SPEC and the overlays in
 `schema_overlays*.py`: keys sorted, one fixed layout, so re-running gives no diff.
 
@@ -31,7 +33,7 @@ import schema_overlays_request  # noqa: F401  (importing registers its overlays)
 import schema_overlays_wire  # noqa: F401
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_SPEC = REPO_ROOT.parent / "shared" / "spec" / "anthropic-openapi-2026-05.json"
+DEFAULT_SPEC = REPO_ROOT / "spec" / "anthropic-openapi-2026-05.messages.json"
 DEFAULT_OUT = REPO_ROOT / "schemas"
 SOURCE = {
     "repository": "https://github.com/tryAGI/Anthropic",
