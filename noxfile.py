@@ -49,9 +49,16 @@ def serve(session: nox.Session) -> None:
 
 @nox.session
 def schemas(session: nox.Session) -> None:
-    """Re-derive schemas/ from the official OpenAPI copy in ../shared/spec."""
+    """Re-derive schemas/ from the vendored extract of the official OpenAPI copy (spec/)."""
     install_project(session)
     session.run("python", "scripts/derive_schemas.py", *session.posargs)
+
+
+@nox.session(default=False)
+def coverage(session: nox.Session) -> None:
+    """Spec coverage: reports/coverage.md and .html from the properties' `covers` and spec/."""
+    install_project(session)
+    session.run("python", "-m", "conformance.coverage", *session.posargs)
 
 
 @nox.session

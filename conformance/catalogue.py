@@ -4,6 +4,16 @@ Ids are `AREA-NNN`, never renumbered or reused (a retired id stays here, marked 
 The test function is named `test_<area>_<nnn>_<slug>`, so `-k stream_003` selects one.
 Each property cites the public docs page (with anchor) and states the requirement in our
 own words; `invariant` points at the numbered invariant of the project's spec notes.
+
+`covers` names the parts of the Messages surface the property exercises, as coverage keys
+(`request:max_tokens`, `block:tool_use`, ...; the notation is in conformance/coverage.py). A
+property declares what its rule is about: the request fields whose handling it judges (not the
+`model`/`messages`/`max_tokens` every request carries, unless they are the subject), the
+endpoints it calls, and the response fields, block, delta and event types, stop reasons and
+error types it reads and judges. Generated properties declare what every run exercises, not
+what a lucky draw may reach. tests/conformance/test_coverage.py holds each key to the official
+spec and to what the property sent and saw on the reference server; a key the property judges
+but that server never shows (an error event, a ping) is listed in `unobserved` with the reason.
 """
 
 from __future__ import annotations
@@ -14,7 +24,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
 
-__all__ = ["AREAS", "REGISTRY", "Citation", "Level", "Property", "prop", "property_of"]
+__all__ = ["AREAS", "COVERAGE_KINDS", "REGISTRY", "Citation", "Level", "Property", "prop", "property_of"]
 
 AREAS = (
     "MSG",
@@ -29,6 +39,26 @@ AREAS = (
     "HDR",
     "AUTH",
     "FUZZ",
+)
+
+# The kinds of coverage key (`kind:name`); conformance/coverage.py defines each one's universe.
+COVERAGE_KINDS = frozenset(
+    {
+        "endpoint",
+        "param",
+        "request",
+        "response",
+        "count_request",
+        "count_response",
+        "models",
+        "model",
+        "error_body",
+        "block",
+        "delta",
+        "event",
+        "stop_reason",
+        "error",
+    }
 )
 
 DOCS = "https://platform.claude.com/docs/en"
@@ -63,6 +93,8 @@ class Property:
     citation: Citation
     invariant: int | None = None  # number in the spec notes' §9, where one applies
     requires: tuple[str, ...] = ()  # optional target features; absent → UNSUPPORTED
+    covers: tuple[str, ...] = ()  # coverage keys (see the module docstring)
+    unobserved: tuple[tuple[str, str], ...] = ()  # (key of covers, why the reference never shows it)
     retired: bool = False
     test_name: str = field(default="", compare=False)
 
@@ -88,11 +120,14 @@ def prop(
     requirement: str,
     invariant: int | None = None,
     requires: tuple[str, ...] = (),
+    covers: tuple[str, ...] = (),
+    unobserved: dict[str, str] | None = None,
 ) -> Callable[[F], F]:
     """Declare the decorated test function as property `property_id`."""
     match = _ID.match(property_id)
     if match is None or match["area"] not in AREAS:
         raise ValueError(f"bad property id {property_id!r}: want AREA-NNN with AREA in {AREAS}")
+    _check_covers(property_id, covers, unobserved or {})
     if not url.startswith("http"):
         url = f"{DOCS}/{url.lstrip('/')}"
 
@@ -110,6 +145,8 @@ def prop(
             citation=Citation(url, requirement),
             invariant=invariant,
             requires=requires,
+            covers=covers,
+            unobserved=tuple(sorted((unobserved or {}).items())),
             test_name=function.__name__,
         )
         REGISTRY[property_id] = item
@@ -117,6 +154,21 @@ def prop(
         return function
 
     return register
+
+
+def _check_covers(property_id: str, covers: tuple[str, ...], unobserved: dict[str, str]) -> None:
+    """Well-formed keys, no duplicates, and every unobserved key declared with a reason."""
+    for key in covers:
+        kind, _, name = key.partition(":")
+        if kind not in COVERAGE_KINDS or not name or name != name.strip():
+            raise ValueError(
+                f"{property_id}: bad coverage key {key!r} (want kind:name, kind in {COVERAGE_KINDS})"
+            )
+    if len(set(covers)) != len(covers):
+        raise ValueError(f"{property_id}: a coverage key is declared twice")
+    for key, why in unobserved.items():
+        if key not in covers or not why:
+            raise ValueError(f"{property_id}: unobserved {key!r} must be in covers, with a reason")
 
 
 def property_of(function: object) -> Property | None:

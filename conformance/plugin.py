@@ -7,6 +7,7 @@ error).
 
 from __future__ import annotations
 
+import os
 import platform
 import time
 import traceback
@@ -30,7 +31,7 @@ from conformance.determinism import Determinism, probe_determinism
 from conformance.features import Features
 from conformance.hypothesis_profiles import register_profiles
 from conformance.profile import Profile, load_profile
-from conformance.reporting import write_reports
+from conformance.reporting import write_exchanges, write_reports
 from conformance.target import Target, TargetConfig
 from conformance.verdicts import (
     EXIT_HARNESS,
@@ -45,6 +46,9 @@ from conformance.verdicts import (
 )
 
 _STATE = pytest.StashKey["RunState"]()
+# Opt-in: keep every exchange of every property, passing ones too, under exchanges/<ID>.json
+# (the spec-coverage test checks declared coverage against them). Off, reports are unchanged.
+KEEP_EXCHANGES_ENV = "PLUMBLINE_KEEP_EXCHANGES"
 _COLOURS = {
     Verdict.PASS: "green",
     Verdict.FAIL: "bold red",
@@ -193,6 +197,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if call.when == "call" or (call.when == "setup" and not report.passed):
         result = _result(prop, call, report, state)
         state.results[prop.id] = result
+        if os.environ.get(KEEP_EXCHANGES_ENV) and state.target is not None:
+            write_exchanges(state.report_dir, prop.id, state.target.recorder.exchanges)
         _print_progress(state, result)
         if result.verdict in (Verdict.UNSUPPORTED, Verdict.WARN):
             report.outcome = "skipped"  # pytest's own tally is not the gate

@@ -7,6 +7,7 @@ reports/<target>/<run-id>/
   summary.md    short, fits a CI step summary
   report.html   one self-contained page: counts, failures first with evidence folded
   junit.xml     one testcase per property
+  exchanges/ID.json  every exchange of every property, only with PLUMBLINE_KEEP_EXCHANGES set
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from conformance.target import Exchange
 from conformance.verdicts import Gate, Result, Verdict, cause_of, causes, counts, first_line
 
-__all__ = ["RunInfo", "build_index", "write_reports"]
+__all__ = ["RunInfo", "build_index", "write_exchanges", "write_reports"]
 
 # Failures first, then what needs a look, then the rest.
 _ORDER = {
@@ -82,6 +84,16 @@ def write_reports(directory: Path, run: RunInfo, results: Sequence[Result], gate
     (directory / "junit.xml").write_text(render_junit(index, results), encoding="utf-8")
     (directory / "report.html").write_text(render_html(index, results), encoding="utf-8")
     return directory
+
+
+def write_exchanges(directory: Path, property_id: str, exchanges: Sequence[Exchange]) -> Path:
+    """Every exchange of one property, in the evidence format (opt-in; see the plugin)."""
+    folder = directory / "exchanges"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{property_id}.json"
+    payload = {"id": property_id, "exchanges": [exchange.as_evidence() for exchange in exchanges]}
+    path.write_text(json.dumps(payload, indent=1, ensure_ascii=False), encoding="utf-8")
+    return path
 
 
 def _ordered(index: dict[str, Any]) -> list[dict[str, Any]]:

@@ -25,6 +25,14 @@ def need_key(target: Target) -> str:
     url=f"{ERRORS}#http-errors",
     requirement="With no API key the answer is 401 authentication_error.",
     invariant=25,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "param:x-api-key",
+        "error:authentication_error",
+    ),
+    unobserved={
+        "param:x-api-key": "judged by its absence: the request carries no key",
+    },
 )
 def test_auth_001_missing_key(target: Target) -> None:
     need_key(target)
@@ -41,6 +49,11 @@ def test_auth_001_missing_key(target: Target) -> None:
     url=f"{ERRORS}#http-errors",
     requirement="An invalid API key (in x-api-key or a Bearer token) is 401 authentication_error.",
     invariant=25,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "param:x-api-key",
+        "error:authentication_error",
+    ),
 )
 def test_auth_002_wrong_key(target: Target) -> None:
     """Probed on POST /v1/messages, the route every target has."""
@@ -63,6 +76,10 @@ def test_auth_002_wrong_key(target: Target) -> None:
     "x-api-key is accepted",
     url="api/overview#authentication",
     requirement="API keys are sent in the x-api-key header; the official SDK does so by default.",
+    covers=(
+        "endpoint:POST /v1/messages",
+        "param:x-api-key",
+    ),
 )
 def test_auth_003_x_api_key(target: Target) -> None:
     key = need_key(target)
@@ -77,6 +94,7 @@ def test_auth_003_x_api_key(target: Target) -> None:
     url="api/overview#authentication",
     requirement="Clients configured with an auth token (ANTHROPIC_AUTH_TOKEN, gateways) send "
     "Authorization: Bearer; compatible servers accept it as well as x-api-key.",
+    covers=("endpoint:POST /v1/messages",),
 )
 def test_auth_004_bearer(target: Target) -> None:
     key = need_key(target)

@@ -47,6 +47,13 @@ def text(value: str, **extra: Any) -> dict[str, Any]:
     requirement="model, messages and max_tokens are required: leaving one out is a 400 "
     "invalid_request_error (never a default).",
     invariant=1,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:model",
+        "request:messages",
+        "request:max_tokens",
+        "error:invalid_request_error",
+    ),
 )
 def test_err_001_missing_required(target: Target) -> None:
     cases = Cases()
@@ -66,6 +73,10 @@ def test_err_001_missing_required(target: Target) -> None:
     requirement="The request object has no additional properties: an unknown field is a 400 "
     "invalid_request_error ('Extra inputs are not permitted').",
     invariant=2,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "error:invalid_request_error",
+    ),
 )
 def test_err_002_unknown_field(target: Target) -> None:
     rejected(target, message_body(target, plumbline_unknown_field=True))
@@ -79,6 +90,12 @@ def test_err_002_unknown_field(target: Target) -> None:
     requirement="Content blocks have no additional properties: an unknown key inside a block "
     "is a 400 invalid_request_error.",
     invariant=3,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:messages[].content",
+        "block:text",
+        "error:invalid_request_error",
+    ),
 )
 def test_err_003_unknown_block_field(target: Target) -> None:
     messages = [{"role": "user", "content": [text("Hi", plumbline_unknown=1)]}]
@@ -93,6 +110,13 @@ def test_err_003_unknown_block_field(target: Target) -> None:
     requirement="temperature and top_p must lie in [0, 1] and top_k must be >= 0; values "
     "outside are a 400 invalid_request_error.",
     invariant=4,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:temperature",
+        "request:top_p",
+        "request:top_k",
+        "error:invalid_request_error",
+    ),
 )
 def test_err_004_sampling_range(target: Target) -> None:
     cases = Cases()
@@ -115,6 +139,14 @@ def test_err_004_sampling_range(target: Target) -> None:
     requirement="thinking.budget_tokens must be >= 1024 and less than max_tokens; otherwise "
     "400 invalid_request_error.",
     invariant=5,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:thinking",
+        "request:thinking.type",
+        "request:thinking.budget_tokens",
+        "request:max_tokens",
+        "error:invalid_request_error",
+    ),
 )
 def test_err_005_thinking_budget(target: Target) -> None:
     cases = Cases()
@@ -139,6 +171,13 @@ def test_err_005_thinking_budget(target: Target) -> None:
     requirement="max_tokens greater than the model's maximum (ModelInfo.max_tokens) is a 400 "
     "invalid_request_error.",
     invariant=7,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "endpoint:GET /v1/models/{model_id}",
+        "request:max_tokens",
+        "model:max_tokens",
+        "error:invalid_request_error",
+    ),
 )
 def test_err_006_max_tokens_above_model_limit(target: Target, model_info: dict[str, Any] | None) -> None:
     limit = (model_info or {}).get("max_tokens")
@@ -154,6 +193,11 @@ def test_err_006_max_tokens_above_model_limit(target: Target, model_info: dict[s
     url=f"{MESSAGES}#body-max-tokens",
     requirement="max_tokens is an integer >= 0: negative, fractional or string values are a 400.",
     invariant=8,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:max_tokens",
+        "error:invalid_request_error",
+    ),
 )
 def test_err_007_max_tokens_type(target: Target) -> None:
     cases = Cases()
@@ -170,6 +214,11 @@ def test_err_007_max_tokens_type(target: Target) -> None:
     url=f"{MESSAGES}#body-messages",
     requirement="At least one message is required: messages: [] is a 400 invalid_request_error.",
     invariant=9,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:messages",
+        "error:invalid_request_error",
+    ),
 )
 def test_err_008_empty_messages(target: Target) -> None:
     rejected(target, message_body(target, messages=[]))
@@ -183,6 +232,12 @@ def test_err_008_empty_messages(target: Target) -> None:
     requirement="Text blocks must be non-empty and a non-final message must have content: an "
     "empty text block or an empty user turn is a 400.",
     invariant=10,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:messages[].content",
+        "block:text",
+        "error:invalid_request_error",
+    ),
 )
 def test_err_009_empty_text(target: Target) -> None:
     cases = Cases()
@@ -205,6 +260,11 @@ def test_err_009_empty_text(target: Target) -> None:
     url=f"{ERRORS}#http-errors",
     requirement="A model id the server does not serve is a 404 not_found_error (not a 400, not a 500).",
     invariant=11,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:model",
+        "error:not_found_error",
+    ),
 )
 def test_err_010_unknown_model(target: Target) -> None:
     body = message_body(target, model="plumbline-no-such-model-0000")
@@ -219,6 +279,14 @@ def test_err_010_unknown_model(target: Target) -> None:
     requirement="A tool name must match ^[a-zA-Z0-9_-]{1,128}$ and input_schema must be an "
     "object schema; otherwise 400 invalid_request_error.",
     invariant=12,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:tools",
+        "request:tools[].name",
+        "request:tools[].input_schema",
+        "request:tools[].input_schema.type",
+        "error:invalid_request_error",
+    ),
 )
 def test_err_011_bad_tools(target: Target) -> None:
     good_schema = {"type": "object", "properties": {}}
@@ -238,6 +306,13 @@ def test_err_011_bad_tools(target: Target) -> None:
     requirement="A tool_result must answer a tool_use of the previous assistant turn, and a "
     "tool_use must be answered in the next user turn; otherwise 400.",
     invariant=14,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:tools",
+        "block:tool_use",
+        "block:tool_result",
+        "error:invalid_request_error",
+    ),
 )
 def test_err_012_tool_pairing(target: Target) -> None:
     """The tool is defined, so on a target that serves tools the pairing is the only fault (a
@@ -274,6 +349,14 @@ def test_err_012_tool_pairing(target: Target) -> None:
     url="agents-and-tools/tool-use/implement-tool-use#forcing-tool-use",
     requirement="tool_choice {type: tool, name} naming a tool that is not in tools is a 400.",
     invariant=17,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:tools",
+        "request:tool_choice",
+        "request:tool_choice.type",
+        "request:tool_choice.name",
+        "error:invalid_request_error",
+    ),
 )
 def test_err_013_tool_choice_unknown(target: Target) -> None:
     tools = [{"name": "get_time", "input_schema": {"type": "object", "properties": {}}}]
@@ -288,6 +371,12 @@ def test_err_013_tool_choice_unknown(target: Target) -> None:
     requirement="Image media_type must be image/jpeg, png, gif or webp, and a base64 document "
     "must be application/pdf; other values are a 400.",
     invariant=19,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "block:image",
+        "block:document",
+        "error:invalid_request_error",
+    ),
 )
 def test_err_014_media_types(target: Target) -> None:
     image = {
@@ -319,6 +408,11 @@ def test_err_014_media_types(target: Target) -> None:
     url="build-with-claude/prompt-caching",
     requirement="cache_control.type must be 'ephemeral' and ttl '5m' or '1h'; other values are a 400.",
     invariant=20,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "block:text",
+        "error:invalid_request_error",
+    ),
 )
 def test_err_015_bad_cache_control(target: Target) -> None:
     cases = Cases()
@@ -336,6 +430,11 @@ def test_err_015_bad_cache_control(target: Target) -> None:
     url="build-with-claude/prompt-caching",
     requirement="A request may define at most 4 cache_control breakpoints; more is a 400.",
     invariant=21,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "block:text",
+        "error:invalid_request_error",
+    ),
 )
 def test_err_016_too_many_breakpoints(target: Target) -> None:
     control = {"type": "ephemeral"}
@@ -350,6 +449,12 @@ def test_err_016_too_many_breakpoints(target: Target) -> None:
     url=f"{MESSAGES}#body-metadata",
     requirement="metadata.user_id has a maximum length of 512; longer is a 400.",
     invariant=22,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:metadata",
+        "request:metadata.user_id",
+        "error:invalid_request_error",
+    ),
 )
 def test_err_017_user_id_length(target: Target) -> None:
     rejected(target, message_body(target, metadata={"user_id": "u" * 513}))
@@ -362,6 +467,11 @@ def test_err_017_user_id_length(target: Target) -> None:
     url=f"{MESSAGES}#body-service-tier",
     requirement="service_tier is one of 'auto', 'standard_only'; other values are a 400.",
     invariant=23,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:service_tier",
+        "error:invalid_request_error",
+    ),
 )
 def test_err_018_service_tier(target: Target) -> None:
     rejected(target, message_body(target, service_tier="premium"))
@@ -375,6 +485,10 @@ def test_err_018_service_tier(target: Target) -> None:
     requirement="The Messages endpoint accepts at most 32 MB; a larger body is a 413 "
     "request_too_large error.",
     invariant=24,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "error:request_too_large",
+    ),
 )
 def test_err_019_request_too_large(target: Target) -> None:
     padding = "x" * (33 * 1024 * 1024)
@@ -391,6 +505,14 @@ def test_err_019_request_too_large(target: Target) -> None:
     requirement="Every request must send anthropic-version; without it the request is a 400 "
     "invalid_request_error.",
     invariant=26,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "param:anthropic-version",
+        "error:invalid_request_error",
+    ),
+    unobserved={
+        "param:anthropic-version": "judged by its absence: the request leaves the header out",
+    },
 )
 def test_err_020_missing_version(target: Target) -> None:
     rejected(target, message_body(target), headers=target.headers(version=False))
@@ -404,6 +526,15 @@ def test_err_020_missing_version(target: Target) -> None:
     requirement="A body that is not valid JSON is a 400 invalid_request_error in the JSON "
     "envelope (never a 5xx, never a framework default body).",
     invariant=27,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "error_body:type",
+        "error_body:error",
+        "error_body:error.type",
+        "error_body:error.message",
+        "error_body:request_id",
+        "error:invalid_request_error",
+    ),
 )
 def test_err_021_malformed_json(target: Target) -> None:
     cases = Cases()
@@ -423,6 +554,13 @@ def test_err_021_malformed_json(target: Target) -> None:
     "401 authentication_error, 404 not_found_error, 413 request_too_large, 429 "
     "rate_limit_error, 500 api_error, 529 overloaded_error, ...).",
     invariant=69,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "endpoint:GET /v1/models/{model_id}",
+        "error_body:error.type",
+        "error:invalid_request_error",
+        "error:not_found_error",
+    ),
 )
 def test_err_022_status_type_mapping(target: Target) -> None:
     """Provokes several errors and checks each (status, error.type) pair. A body that states no
@@ -467,6 +605,16 @@ def test_err_022_status_type_mapping(target: Target) -> None:
     requirement='Errors are JSON {"type":"error","error":{"type","message"},"request_id"}, for '
     "every status, unknown routes and methods included.",
     invariant=72,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "error_body:type",
+        "error_body:error",
+        "error_body:error.type",
+        "error_body:error.message",
+        "error_body:request_id",
+        "error:invalid_request_error",
+        "error:not_found_error",
+    ),
 )
 def test_err_023_error_envelope(target: Target) -> None:
     """The property that judges the envelope of error bodies (the others judge the status)."""
@@ -492,6 +640,11 @@ def test_err_023_error_envelope(target: Target) -> None:
     url=f"{ERRORS}#request-id",
     requirement="An error body's request_id equals the response's request-id header.",
     invariant=54,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "error_body:request_id",
+        "error:invalid_request_error",
+    ),
 )
 def test_err_024_request_id_agrees(target: Target) -> None:
     response = target.request("POST", "/v1/messages", json_body=message_body(target, messages=[]))
@@ -510,6 +663,10 @@ def test_err_024_request_id_agrees(target: Target) -> None:
     "A body that is not JSON content is rejected",
     url=f"{MESSAGES}",
     requirement="POST bodies are application/json; another content type is a 400 invalid_request_error.",
+    covers=(
+        "endpoint:POST /v1/messages",
+        "error:invalid_request_error",
+    ),
 )
 def test_err_025_wrong_content_type(target: Target) -> None:
     headers = {**target.headers(), "content-type": "text/plain"}
@@ -527,6 +684,7 @@ def test_err_025_wrong_content_type(target: Target) -> None:
     "Unknown routes are 404 not_found_error",
     url=f"{ERRORS}#http-errors",
     requirement="A path the API does not have is a 404 not_found_error in the error envelope.",
+    covers=("error:not_found_error",),
 )
 def test_err_026_unknown_route(target: Target) -> None:
     expect_error(target.request("GET", "/v1/plumbline-no-such-route"), 404, "not_found_error")
@@ -539,6 +697,13 @@ def test_err_026_unknown_route(target: Target) -> None:
     url="build-with-claude/vision",
     requirement="A request using input the model cannot take (an image for a model whose "
     "capabilities say image_input is unsupported) is a 400, never silently ignored.",
+    covers=(
+        "endpoint:POST /v1/messages",
+        "endpoint:GET /v1/models/{model_id}",
+        "block:image",
+        "model:capabilities.image_input.supported",
+        "error:invalid_request_error",
+    ),
 )
 def test_err_027_unsupported_input_refused(target: Target, model_info: dict[str, Any] | None) -> None:
     # Only an explicit `false` counts; a malformed ModelInfo is MODELS-003's to judge.
@@ -560,6 +725,11 @@ def test_err_027_unsupported_input_refused(target: Target, model_info: dict[str,
     url=f"{MESSAGES}#body-messages",
     requirement="A message's role is 'user' or 'assistant'; any other role (e.g. 'robot') is a "
     "400 invalid_request_error, never accepted and never a framework-shaped error.",
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:messages[].role",
+        "error:invalid_request_error",
+    ),
 )
 def test_err_029_unknown_role(target: Target) -> None:
     cases = Cases()

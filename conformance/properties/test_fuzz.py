@@ -74,6 +74,7 @@ def _expect_client_error(response: Any, what: str) -> None:
     url=ERRORS,
     requirement="A POST /v1/messages body that breaks the request schema (schemathesis negative "
     "mode) is answered with a 4xx error: never accepted, never a 5xx.",
+    covers=("endpoint:POST /v1/messages",),
 )
 def test_fuzz_001_negative_create(target: Target) -> None:
     @given(case=_cases("/v1/messages", "POST", GenerationMode.NEGATIVE))
@@ -91,6 +92,7 @@ def test_fuzz_001_negative_create(target: Target) -> None:
     url=ERRORS,
     requirement="A POST /v1/messages/count_tokens body that breaks the request schema is "
     "answered with a 4xx error: never accepted, never a 5xx.",
+    covers=("endpoint:POST /v1/messages/count_tokens",),
 )
 def test_fuzz_002_negative_count_tokens(target: Target) -> None:
     @given(case=_cases("/v1/messages/count_tokens", "POST", GenerationMode.NEGATIVE))
@@ -109,6 +111,7 @@ def test_fuzz_002_negative_count_tokens(target: Target) -> None:
     requirement="A POST /v1/messages body valid against the schema (schemathesis positive mode, "
     "pointed at the target's model) gets 200 with a schema-valid Message or event stream, or a "
     "4xx error envelope for what the server does not serve; never a 5xx.",
+    covers=("endpoint:POST /v1/messages",),
 )
 def test_fuzz_003_positive_create(target: Target) -> None:
     @given(case=_cases("/v1/messages", "POST", GenerationMode.POSITIVE))
@@ -146,6 +149,10 @@ def test_fuzz_003_positive_create(target: Target) -> None:
     requirement="GET /v1/models with generated limit/after_id/before_id, and GET "
     "/v1/models/{id} with generated ids, answer 200 with a schema-valid body or a 4xx error "
     "envelope; never a 5xx.",
+    covers=(
+        "endpoint:GET /v1/models",
+        "endpoint:GET /v1/models/{model_id}",
+    ),
 )
 def test_fuzz_004_models(target: Target) -> None:
     @given(

@@ -58,6 +58,19 @@ def check_message_invariants(target: Target, body: dict[str, Any], message: dict
     requirement="Any valid text request (string or block content, same-role runs, prefill, "
     "system forms, stop sequences, sampling) gets 200 with a schema-valid Message whose "
     "stop_reason, stop_sequence and usage keep the documented invariants.",
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:max_tokens",
+        "request:system",
+        "request:stop_sequences",
+        "request:temperature",
+        "request:top_p",
+        "request:top_k",
+        "request:metadata.user_id",
+        "response:stop_reason",
+        "response:stop_sequence",
+        "response:usage.output_tokens",
+    ),
 )
 def test_msg_020_generated_valid_requests(target: Target) -> None:
     @given(body=valid_requests(target.model))
@@ -78,6 +91,22 @@ def test_msg_020_generated_valid_requests(target: Target) -> None:
     "deterministic target at temperature 0 it carries the same text, stop_reason, "
     "stop_sequence and output_tokens as the non-streamed answer.",
     invariant=64,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stream",
+        "request:max_tokens",
+        "request:system",
+        "request:stop_sequences",
+        "request:temperature",
+        "request:top_p",
+        "request:top_k",
+        "request:metadata.user_id",
+        "event:message_delta",
+        "delta:text_delta",
+        "response:stop_reason",
+        "response:stop_sequence",
+        "response:usage.output_tokens",
+    ),
 )
 def test_stream_022_generated_streams(target: Target) -> None:
     deterministic = target.deterministic
@@ -117,6 +146,12 @@ def test_stream_022_generated_streams(target: Target) -> None:
     requirement="A request that breaks one constraint of the request schema (a missing or "
     "unknown field, a wrong type, a value out of range, an empty or unknown block) gets 400 "
     "invalid_request_error in the error envelope.",
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:max_tokens",
+        "request:temperature",
+        "error:invalid_request_error",
+    ),
 )
 def test_err_028_generated_invalid_requests(target: Target) -> None:
     @given(case=invalid_requests(target.model), stream=st.booleans())

@@ -17,6 +17,10 @@ ERRORS = "api/errors"
     url=f"{ERRORS}#request-id",
     requirement="Every API response, success or error, includes a unique request-id header (req_…).",
     invariant=54,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "endpoint:GET /v1/models",
+    ),
 )
 def test_hdr_001_request_id_everywhere(target: Target) -> None:
     requests = [
@@ -54,6 +58,12 @@ def test_hdr_001_request_id_everywhere(target: Target) -> None:
     requirement="The official SDK's beta resources append ?beta=true to every path; servers must "
     "route such requests as usual.",
     invariant=30,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "endpoint:POST /v1/messages/count_tokens",
+        "endpoint:GET /v1/models",
+        "endpoint:GET /v1/models/{model_id}",
+    ),
 )
 def test_hdr_002_beta_query(target: Target) -> None:
     beta = {"beta": "true"}
@@ -77,6 +87,7 @@ def test_hdr_002_beta_query(target: Target) -> None:
     url="api/versioning",
     requirement="The SDK sends x-stainless-* telemetry, user-agent, retry counters and custom "
     "headers; a server must accept requests carrying headers it does not know.",
+    covers=("endpoint:POST /v1/messages",),
 )
 def test_hdr_003_unknown_headers(target: Target) -> None:
     headers = {
@@ -98,6 +109,10 @@ def test_hdr_003_unknown_headers(target: Target) -> None:
     url="build-with-claude/streaming",
     requirement="The SDK sends Accept: application/json even for stream: true; the server "
     "decides by the stream flag and answers text/event-stream.",
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stream",
+    ),
 )
 def test_hdr_004_stream_ignores_accept(target: Target) -> None:
     headers = {**target.headers(), "accept": "application/json"}

@@ -41,6 +41,30 @@ MESSAGE = "the Message"
     requirement="200 with a JSON Message: type 'message', role 'assistant', an id starting "
     "'msg_', and every key the schema requires, valid against it.",
     invariant=31,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "response:id",
+        "response:type",
+        "response:role",
+        "response:content",
+        "response:model",
+        "response:stop_reason",
+        "response:stop_sequence",
+        "response:stop_details",
+        "response:container",
+        "response:usage",
+        "response:usage.input_tokens",
+        "response:usage.output_tokens",
+        "response:usage.cache_creation_input_tokens",
+        "response:usage.cache_read_input_tokens",
+        "response:usage.cache_creation",
+        "response:usage.cache_creation.ephemeral_5m_input_tokens",
+        "response:usage.cache_creation.ephemeral_1h_input_tokens",
+        "response:usage.server_tool_use",
+        "response:usage.service_tier",
+        "response:usage.inference_geo",
+        "block:text",
+    ),
 )
 def test_msg_001_message_shape(target: Target) -> None:
     """Sends a short greedy request raw and through the SDK (strict validation). This is the
@@ -71,6 +95,12 @@ def test_msg_001_message_shape(target: Target) -> None:
     "values (end_turn, max_tokens, stop_sequence, tool_use, pause_turn, refusal, "
     "model_context_window_exceeded).",
     invariant=32,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:max_tokens",
+        "response:stop_reason",
+        "stop_reason:max_tokens",
+    ),
 )
 def test_msg_002_stop_reason_documented(target: Target) -> None:
     """Sends two requests (a natural stop is likely for one, max_tokens for the other)."""
@@ -89,6 +119,12 @@ def test_msg_002_stop_reason_documented(target: Target) -> None:
     requirement="stop_sequence is non-null exactly when stop_reason is 'stop_sequence', and then "
     "it is one of the request's stop_sequences.",
     invariant=33,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stop_sequences",
+        "response:stop_reason",
+        "response:stop_sequence",
+    ),
 )
 def test_msg_003_stop_sequence_null_otherwise(target: Target) -> None:
     """Short requests with a stop sequence that cannot occur: whatever ends them, it is not a
@@ -113,6 +149,13 @@ def test_msg_003_stop_sequence_null_otherwise(target: Target) -> None:
     requirement="When generated text matches a custom stop sequence, generation stops with "
     "stop_reason 'stop_sequence' and stop_sequence set to the matched string.",
     invariant=33,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stop_sequences",
+        "response:stop_reason",
+        "response:stop_sequence",
+        "stop_reason:stop_sequence",
+    ),
 )
 def test_msg_004_stop_sequence_reported(target: Target) -> None:
     """Prefills a story and stops on very common letters, so any model hits one."""
@@ -135,6 +178,14 @@ def test_msg_004_stop_sequence_reported(target: Target) -> None:
     requirement="Generation stops before the stop sequence: the returned text does not contain "
     "the matched sequence.",
     invariant=34,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stop_sequences",
+        "response:stop_sequence",
+        "response:content",
+        "block:text",
+        "stop_reason:stop_sequence",
+    ),
 )
 def test_msg_005_stop_sequence_excluded(target: Target) -> None:
     """Same request as MSG-004; the text must not contain the reported sequence. Without a
@@ -158,6 +209,12 @@ def test_msg_005_stop_sequence_excluded(target: Target) -> None:
     url=f"{MESSAGES}#response-stop-reason",
     requirement="When generation is cut by max_tokens the stop_reason is 'max_tokens'.",
     invariant=35,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:max_tokens",
+        "response:stop_reason",
+        "stop_reason:max_tokens",
+    ),
 )
 def test_msg_006_max_tokens_stop(target: Target) -> None:
     """Asks for a long story with max_tokens: 1."""
@@ -173,6 +230,15 @@ def test_msg_006_max_tokens_stop(target: Target) -> None:
     requirement="max_tokens is the absolute maximum number of tokens to generate: the text "
     "generated (measured, and by the target's own count) and usage.output_tokens stay within it.",
     invariant=35,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "endpoint:POST /v1/messages/count_tokens",
+        "request:max_tokens",
+        "response:content",
+        "response:usage.output_tokens",
+        "block:text",
+        "count_response:input_tokens",
+    ),
 )
 def test_msg_007_output_tokens_bounded(target: Target) -> None:
     """Judged by what was sent, not only by what the target says: a server that reports
@@ -197,6 +263,12 @@ def test_msg_007_output_tokens_bounded(target: Target) -> None:
     requirement="If the final message has the assistant role, the response continues "
     "immediately from its content (it does not start over with the prefill).",
     invariant=46,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:messages[].role",
+        "response:content",
+        "block:text",
+    ),
 )
 def test_msg_008_prefill_continued(target: Target) -> None:
     prefill = "The lighthouse keeper climbed the stairs and"
@@ -226,6 +298,13 @@ def test_msg_008_prefill_continued(target: Target) -> None:
     "when present); a request with input has input_tokens > 0 and a non-empty answer has "
     "output_tokens > 0.",
     invariant=47,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "response:usage.input_tokens",
+        "response:usage.output_tokens",
+        "response:usage.cache_creation_input_tokens",
+        "response:usage.cache_read_input_tokens",
+    ),
 )
 def test_msg_009_usage_integers(target: Target) -> None:
     message = create_json(target, message_body(target))
@@ -254,6 +333,15 @@ def test_msg_009_usage_integers(target: Target) -> None:
     requirement="When usage.cache_creation is present, ephemeral_5m_input_tokens + "
     "ephemeral_1h_input_tokens equals cache_creation_input_tokens.",
     invariant=48,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:system",
+        "request:system[].cache_control",
+        "response:usage.cache_creation",
+        "response:usage.cache_creation.ephemeral_5m_input_tokens",
+        "response:usage.cache_creation.ephemeral_1h_input_tokens",
+        "response:usage.cache_creation_input_tokens",
+    ),
 )
 def test_msg_010_cache_creation_sums(target: Target) -> None:
     body = message_body(
@@ -280,6 +368,12 @@ def test_msg_010_cache_creation_sums(target: Target) -> None:
     requirement="max_tokens may be 0 (it populates the prompt cache without generating): the "
     "request succeeds with no generated content.",
     invariant=53,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:max_tokens",
+        "response:content",
+        "response:usage.output_tokens",
+    ),
 )
 def test_msg_011_max_tokens_zero(target: Target) -> None:
     message = create_json(target, message_body(target, max_tokens=0))
@@ -297,6 +391,12 @@ def test_msg_011_max_tokens_zero(target: Target) -> None:
     requirement="Consecutive user or assistant turns in a request are combined into a single "
     "turn; the request is valid.",
     invariant=28,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:messages[].role",
+        "request:messages[].content",
+        "block:text",
+    ),
 )
 def test_msg_012_consecutive_roles(target: Target) -> None:
     messages = [
@@ -316,6 +416,12 @@ def test_msg_012_consecutive_roles(target: Target) -> None:
     requirement="Response content blocks are valid request blocks: echoing a response's "
     "content (including citations: null) as the assistant turn is accepted.",
     invariant=29,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:messages[].content",
+        "response:content",
+        "block:text",
+    ),
 )
 def test_msg_013_echo_response_blocks(target: Target) -> None:
     first = create_json(target, message_body(target, max_tokens=8))
@@ -338,6 +444,10 @@ def test_msg_013_echo_response_blocks(target: Target) -> None:
     requirement="An anthropic-beta header naming betas the request does not use (or that the "
     "server does not know) does not turn a valid GA request into an error.",
     invariant=30,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "param:anthropic-beta",
+    ),
 )
 def test_msg_014_unknown_beta_tolerated(target: Target) -> None:
     headers = {
@@ -353,6 +463,12 @@ def test_msg_014_unknown_beta_tolerated(target: Target) -> None:
     "system as a string and as text blocks",
     url=f"{MESSAGES}#body-system",
     requirement="The system prompt may be a string or an array of text blocks; both are accepted.",
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:system",
+        "request:system[].type",
+        "request:system[].text",
+    ),
 )
 def test_msg_015_system_forms(target: Target) -> None:
     create_json(target, message_body(target, system="You are terse."))
@@ -379,6 +495,13 @@ def test_msg_015_system_forms(target: Target) -> None:
     url=f"{MESSAGES}#response-content",
     requirement="A response does not contain text blocks with empty text (clients that replay "
     "the history would be rejected: text content blocks must be non-empty).",
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:max_tokens",
+        "request:stop_sequences",
+        "response:content",
+        "block:text",
+    ),
 )
 def test_msg_016_no_empty_text_blocks(target: Target) -> None:
     for body in (
@@ -398,6 +521,18 @@ def test_msg_016_no_empty_text_blocks(target: Target) -> None:
     url="build-with-claude/prompt-caching",
     requirement="cache_control ({type: ephemeral, ttl 5m|1h}) is allowed on text blocks, the "
     "system prompt and the request; metadata.user_id and service_tier are valid fields.",
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:cache_control",
+        "request:cache_control.type",
+        "request:system[].cache_control",
+        "request:system[].cache_control.type",
+        "request:system[].cache_control.ttl",
+        "request:metadata",
+        "request:metadata.user_id",
+        "request:service_tier",
+        "block:text",
+    ),
 )
 def test_msg_017_caching_and_metadata_fields(target: Target) -> None:
     cache = {"type": "ephemeral", "ttl": "5m"}
@@ -424,6 +559,12 @@ def test_msg_017_caching_and_metadata_fields(target: Target) -> None:
     url=f"{MESSAGES}#body-temperature",
     requirement="temperature (0..1), top_p (0..1) and top_k (>= 0) are accepted; older SDKs send "
     "them as typed arguments and newer ones through extra_body.",
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:temperature",
+        "request:top_p",
+        "request:top_k",
+    ),
 )
 def test_msg_018_sampling_fields(target: Target) -> None:
     create_json(target, message_body(target, temperature=0.7, top_p=0.9, top_k=40))
@@ -436,6 +577,15 @@ def test_msg_018_sampling_fields(target: Target) -> None:
     url=f"{MESSAGES}",
     requirement="A request shaped like real agent traffic (?beta=true, anthropic-beta list, "
     "system blocks with cache_control, metadata.user_id, several turns) is served.",
+    covers=(
+        "endpoint:POST /v1/messages",
+        "param:anthropic-beta",
+        "request:system",
+        "request:system[].cache_control",
+        "request:metadata.user_id",
+        "request:messages[].content",
+        "block:text",
+    ),
 )
 def test_msg_019_agent_style_request(target: Target) -> None:
     body = message_body(
@@ -489,6 +639,15 @@ END_TURN_PROMPTS = (
     "call, max_tokens not reached) stop_reason is 'end_turn', streamed or not (not 'stop', not "
     "null).",
     invariant=32,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "response:stop_reason",
+        "stop_reason:end_turn",
+    ),
+    unobserved={
+        "stop_reason:end_turn": "tiny-random never ends a turn by itself, so the property is SKIP "
+        "there; tests/conformance/test_honest_verdicts.py judges it on SmolLM2",
+    },
 )
 def test_msg_021_natural_end_is_end_turn(target: Target) -> None:
     """Prefills the whole answer to a one-word question, with a generous max_tokens and no stop

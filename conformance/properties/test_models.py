@@ -25,6 +25,53 @@ MODELS = "api/models/list"
 LIST = "the model list"
 
 
+# What the ModelInfo schema judges, field by field (MODELS-001 and MODELS-003 validate it).
+MODEL_INFO_FIELDS = (
+    "model:capabilities",
+    "model:capabilities.batch",
+    "model:capabilities.batch.supported",
+    "model:capabilities.citations",
+    "model:capabilities.citations.supported",
+    "model:capabilities.code_execution",
+    "model:capabilities.code_execution.supported",
+    "model:capabilities.context_management",
+    "model:capabilities.context_management.clear_thinking_20251015",
+    "model:capabilities.context_management.clear_tool_uses_20250919",
+    "model:capabilities.context_management.compact_20260112",
+    "model:capabilities.context_management.supported",
+    "model:capabilities.effort",
+    "model:capabilities.effort.high",
+    "model:capabilities.effort.low",
+    "model:capabilities.effort.max",
+    "model:capabilities.effort.medium",
+    "model:capabilities.effort.supported",
+    "model:capabilities.effort.xhigh",
+    "model:capabilities.image_input",
+    "model:capabilities.image_input.supported",
+    "model:capabilities.pdf_input",
+    "model:capabilities.pdf_input.supported",
+    "model:capabilities.structured_outputs",
+    "model:capabilities.structured_outputs.supported",
+    "model:capabilities.thinking",
+    "model:capabilities.thinking.supported",
+    "model:capabilities.thinking.types",
+    "model:created_at",
+    "model:display_name",
+    "model:id",
+    "model:max_input_tokens",
+    "model:max_tokens",
+    "model:type",
+    "model:capabilities.server_tools",
+    "model:capabilities.server_tools.code_execution",
+    "model:capabilities.server_tools.supported",
+    "model:capabilities.server_tools.web_search",
+    "model:deprecated_at",
+    "model:lifecycle",
+    "model:line",
+    "model:retires_at",
+)
+
+
 def page(target: Target, **params: str) -> dict[str, Any]:
     """A 200 page of the model list as a JSON object (its schema is MODELS-001's to judge)."""
     response = target.request("GET", "/v1/models", params=params or None)
@@ -47,6 +94,14 @@ def ids(body: dict[str, Any]) -> list[str]:
     "ModelInfo (type 'model', id, display_name, RFC 3339 created_at, max_input_tokens, "
     "max_tokens, capabilities) — not an OpenAI list.",
     invariant=83,
+    covers=(
+        "endpoint:GET /v1/models",
+        "models:data",
+        "models:first_id",
+        "models:last_id",
+        "models:has_more",
+        *MODEL_INFO_FIELDS,
+    ),
 )
 def test_models_001_list_shape(target: Target) -> None:
     """The property that judges the list's schema (the others read the fields they need)."""
@@ -73,6 +128,20 @@ def test_models_001_list_shape(target: Target) -> None:
     requirement="limit bounds the page; after_id=<last_id> gives the next page; has_more is false "
     "on the last page; walking with limit=1 visits every model once.",
     invariant=81,
+    covers=(
+        "endpoint:GET /v1/models",
+        "param:limit",
+        "param:after_id",
+        "param:before_id",
+        "models:data",
+        "models:has_more",
+        "models:last_id",
+        "model:id",
+    ),
+    unobserved={
+        "param:after_id": "sent only when a page has more: the reference serves one model",
+        "param:before_id": "sent only when there are two models or more: the reference serves one",
+    },
 )
 def test_models_002_pagination(target: Target) -> None:
     everything = ids(page(target, limit="1000"))
@@ -116,6 +185,13 @@ def test_models_002_pagination(target: Target) -> None:
     url="api/models/get",
     requirement="GET /v1/models/{id} returns that ModelInfo; an unknown id is a 404 not_found_error.",
     invariant=84,
+    covers=(
+        "endpoint:GET /v1/models",
+        "endpoint:GET /v1/models/{model_id}",
+        "param:model_id",
+        *MODEL_INFO_FIELDS,
+        "error:not_found_error",
+    ),
 )
 def test_models_003_retrieve(target: Target) -> None:
     listed = ids(page(target))
@@ -137,6 +213,11 @@ def test_models_003_retrieve(target: Target) -> None:
     requirement="Every model id /v1/messages accepts (aliases included) resolves through "
     "GET /v1/models/{id}, and the ModelInfo states max_tokens.",
     invariant=85,
+    covers=(
+        "endpoint:GET /v1/models/{model_id}",
+        "param:model_id",
+        "model:max_tokens",
+    ),
 )
 def test_models_004_messages_model_retrievable(target: Target) -> None:
     info = sdk_call("models.retrieve", target.sdk().models.retrieve, target.model)

@@ -58,6 +58,10 @@ def grammar(target: Target, codes: set[str], what: str) -> None:
     url=f"{STREAMING}#event-types",
     requirement="With stream: true the response is 200 with Content-Type text/event-stream.",
     invariant=55,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stream",
+    ),
 )
 def test_stream_001_content_type(target: Target) -> None:
     expect_stream(stream_raw(target, message_body(target, max_tokens=4)))
@@ -71,6 +75,16 @@ def test_stream_001_content_type(target: Target) -> None:
     requirement="Each event uses an SSE event name (event: line) and includes the matching type "
     "in its data; the SDK silently drops events without a name.",
     invariant=55,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stream",
+        "event:message_start",
+        "event:content_block_start",
+        "event:content_block_delta",
+        "event:content_block_stop",
+        "event:message_delta",
+        "event:message_stop",
+    ),
 )
 def test_stream_002_named_events(target: Target) -> None:
     grammar(target, {"missing-event-name", "event-name-mismatch"}, "every event named after data.type")
@@ -83,6 +97,11 @@ def test_stream_002_named_events(target: Target) -> None:
     url="api/versioning",
     requirement="Since 2023-06-01 the stream has no data: [DONE] terminator; message_stop ends it.",
     invariant=55,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stream",
+        "event:message_stop",
+    ),
 )
 def test_stream_003_no_done_sentinel(target: Target) -> None:
     grammar(target, {"done-sentinel"}, "no [DONE] event")
@@ -96,6 +115,14 @@ def test_stream_003_no_done_sentinel(target: Target) -> None:
     requirement="The first event (pings aside) is message_start, once, carrying a Message with "
     "content [], stop_reason null and stop_sequence null.",
     invariant=56,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stream",
+        "event:message_start",
+        "response:content",
+        "response:stop_reason",
+        "response:stop_sequence",
+    ),
 )
 def test_stream_004_message_start_first(target: Target) -> None:
     grammar(
@@ -113,6 +140,13 @@ def test_stream_004_message_start_first(target: Target) -> None:
     requirement="Each content block's index is its position in the final content array; deltas "
     "and stops refer only to blocks already started.",
     invariant=57,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stream",
+        "event:content_block_start",
+        "event:content_block_delta",
+        "event:content_block_stop",
+    ),
 )
 def test_stream_005_block_indices(target: Target) -> None:
     grammar(
@@ -129,6 +163,13 @@ def test_stream_005_block_indices(target: Target) -> None:
     url=f"{STREAMING}#event-types",
     requirement="Each content block is started, filled and stopped before the next one starts.",
     invariant=57,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stream",
+        "event:content_block_start",
+        "event:content_block_delta",
+        "event:content_block_stop",
+    ),
 )
 def test_stream_006_one_open_block(target: Target) -> None:
     grammar(target, {"interleaved-blocks"}, "one open block at a time")
@@ -142,6 +183,13 @@ def test_stream_006_one_open_block(target: Target) -> None:
     requirement="Each content_block_start has exactly one content_block_stop, and all blocks "
     "are stopped before message_delta.",
     invariant=58,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stream",
+        "event:content_block_start",
+        "event:content_block_stop",
+        "event:message_delta",
+    ),
 )
 def test_stream_007_blocks_stopped(target: Target) -> None:
     grammar(
@@ -159,6 +207,14 @@ def test_stream_007_blocks_stopped(target: Target) -> None:
     requirement="text blocks take text_delta, tool_use blocks input_json_delta, thinking blocks "
     "thinking_delta/signature_delta; a block's content_block_start is empty and deltas fill it.",
     invariant=59,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stream",
+        "event:content_block_start",
+        "event:content_block_delta",
+        "block:text",
+        "delta:text_delta",
+    ),
 )
 def test_stream_008_delta_types(target: Target) -> None:
     grammar(target, {"delta-type-mismatch", "block-start-not-empty"}, "deltas of the block's type")
@@ -172,6 +228,12 @@ def test_stream_008_delta_types(target: Target) -> None:
     requirement="After the blocks come one or more message_delta events and a single final "
     "message_stop; nothing follows message_stop.",
     invariant=61,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stream",
+        "event:message_delta",
+        "event:message_stop",
+    ),
 )
 def test_stream_009_stream_end(target: Target) -> None:
     grammar(
@@ -189,6 +251,16 @@ def test_stream_009_stream_end(target: Target) -> None:
     requirement="Events are UTF-8 SSE blocks ended by a blank line whose data is one JSON object "
     "with the fields its type needs.",
     invariant=55,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stream",
+        "event:message_start",
+        "event:content_block_start",
+        "event:content_block_delta",
+        "event:content_block_stop",
+        "event:message_delta",
+        "event:message_stop",
+    ),
 )
 def test_stream_010_framing(target: Target) -> None:
     grammar(
@@ -212,6 +284,28 @@ def test_stream_010_framing(target: Target) -> None:
     url=f"{STREAMING}#event-types",
     requirement="Each event's data is valid against the API's schema for its type "
     "(message_start, content_block_*, message_delta, message_stop, ping, error).",
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stream",
+        "event:message_start",
+        "event:content_block_start",
+        "event:content_block_delta",
+        "event:content_block_stop",
+        "event:message_delta",
+        "event:message_stop",
+        "block:text",
+        "delta:text_delta",
+        "response:id",
+        "response:type",
+        "response:role",
+        "response:content",
+        "response:model",
+        "response:stop_reason",
+        "response:stop_sequence",
+        "response:usage",
+        "response:usage.input_tokens",
+        "response:usage.output_tokens",
+    ),
 )
 def test_stream_011_event_schemas(target: Target) -> None:
     grammar(
@@ -230,6 +324,18 @@ def test_stream_011_event_schemas(target: Target) -> None:
     "the stream has the same content, stop_reason, stop_sequence and usage as the same request "
     "made without streaming.",
     invariant=64,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stream",
+        "request:stop_sequences",
+        "response:content",
+        "response:stop_reason",
+        "response:stop_sequence",
+        "response:usage.input_tokens",
+        "response:usage.output_tokens",
+        "stop_reason:max_tokens",
+        "stop_reason:stop_sequence",
+    ),
 )
 def test_stream_012_stream_equals_create(target: Target) -> None:
     if not target.deterministic:
@@ -280,6 +386,13 @@ def _plain(value: Any) -> Any:
     requirement="The token counts in message_delta usage are cumulative: output_tokens never "
     "decreases and the last value is the total.",
     invariant=63,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stream",
+        "event:message_start",
+        "event:message_delta",
+        "response:usage.output_tokens",
+    ),
 )
 def test_stream_013_usage_cumulative(target: Target) -> None:
     """Events that lack usage.output_tokens are left to the schema property (STREAM-011)."""
@@ -320,6 +433,14 @@ def test_stream_013_usage_cumulative(target: Target) -> None:
     "use it for context accounting): positive, and the same total input (cache counters "
     "included) as the non-streamed answer to the same request.",
     invariant=51,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stream",
+        "event:message_start",
+        "response:usage.input_tokens",
+        "response:usage.cache_creation_input_tokens",
+        "response:usage.cache_read_input_tokens",
+    ),
 )
 def test_stream_014_start_input_tokens(target: Target) -> None:
     """Compared with the non-streamed usage of the same request, which counts the same prompt
@@ -345,6 +466,16 @@ def test_stream_014_start_input_tokens(target: Target) -> None:
     requirement="When a stop sequence ends a streamed turn, message_delta carries stop_reason "
     "'stop_sequence' and the matched stop_sequence, and no delta contains it.",
     invariant=33,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stream",
+        "request:stop_sequences",
+        "event:message_delta",
+        "delta:text_delta",
+        "response:stop_reason",
+        "response:stop_sequence",
+        "stop_reason:stop_sequence",
+    ),
 )
 def test_stream_015_stop_sequence_in_stream(target: Target) -> None:
     run = expect_stream(stream_raw(target, stop_sequence_body(target)))
@@ -370,6 +501,17 @@ def test_stream_015_stop_sequence_in_stream(target: Target) -> None:
     "allows (measured, and by the target's own count), output_tokens <= max_tokens, and the "
     "last message_delta says stop_reason 'max_tokens'.",
     invariant=35,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "endpoint:POST /v1/messages/count_tokens",
+        "request:stream",
+        "request:max_tokens",
+        "event:message_delta",
+        "delta:text_delta",
+        "response:stop_reason",
+        "response:usage.output_tokens",
+        "stop_reason:max_tokens",
+    ),
 )
 def test_stream_016_max_tokens_in_stream(target: Target) -> None:
     """Judged by what was streamed: reading stops after 4 KB of text, far past 2 tokens, so a
@@ -392,6 +534,15 @@ def test_stream_016_max_tokens_in_stream(target: Target) -> None:
     requirement="While the model is silent (a long prefill) the stream keeps the connection "
     "alive with ping events; clients such as Claude Code give up after about 15 s of silence "
     "and ignore SSE comments.",
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stream",
+        "event:ping",
+    ),
+    unobserved={
+        "event:ping": "pings fill silences longer than the ping interval; the reference's short "
+        "answers have none",
+    },
 )
 def test_stream_017_no_long_silence(target: Target) -> None:
     limit = target.config.profile.max_silence_seconds
@@ -413,6 +564,12 @@ def test_stream_017_no_long_silence(target: Target) -> None:
     requirement="A stream: true request that is invalid gets an ordinary HTTP error with a JSON "
     "error body, not a 200 event stream.",
     invariant=66,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stream",
+        "request:messages",
+        "error:invalid_request_error",
+    ),
 )
 def test_stream_018_early_errors_are_json(target: Target) -> None:
     run = stream_raw(target, message_body(target, messages=[]))
@@ -437,6 +594,15 @@ def test_stream_018_early_errors_are_json(target: Target) -> None:
     requirement="A failure after the stream started is an event: error with "
     '{"type":"error","error":{"type","message"}}, and nothing follows it (no message_stop).',
     invariant=67,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stream",
+        "event:error",
+    ),
+    unobserved={
+        "event:error": "judged when a stream fails; the reference's streams do not (its fault in "
+        "tests/conformance/faults.py sends one)",
+    },
 )
 def test_stream_019_error_event(target: Target) -> None:
     for run in streams(target):
@@ -459,6 +625,12 @@ def test_stream_019_error_event(target: Target) -> None:
     "Text deltas are not empty",
     url=f"{STREAMING}#content-block-delta-types",
     requirement="A text_delta carries text; empty deltas waste events and confuse translators.",
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stream",
+        "event:content_block_delta",
+        "delta:text_delta",
+    ),
 )
 def test_stream_020_no_empty_deltas(target: Target) -> None:
     for run in streams(target):
@@ -477,6 +649,14 @@ def test_stream_020_no_empty_deltas(target: Target) -> None:
     requirement="messages.stream() of the official SDK sees every event: its text stream "
     "concatenates to the final message's text, which has a stop_reason.",
     invariant=62,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stream",
+        "response:content",
+        "response:stop_reason",
+        "block:text",
+        "delta:text_delta",
+    ),
 )
 def test_stream_021_sdk_stream(target: Target) -> None:
     def run() -> tuple[str, Any]:

@@ -58,6 +58,17 @@ def expect_json_texts(texts: list[str], schema: dict[str, Any], what: str, *, st
     "streamed or not.",
     invariant=43,
     requires=("structured_outputs",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:output_config",
+        "request:output_config.format",
+        "request:output_config.format.type",
+        "request:output_config.format.schema",
+        "request:stream",
+        "response:content",
+        "block:text",
+        "delta:text_delta",
+    ),
 )
 def test_struct_001_json_valid(target: Target) -> None:
     """The schema is bounded (enums, a boolean, a nested object): its longest valid answer is a
@@ -97,6 +108,17 @@ class Sky(BaseModel):
     "gives the parsed object, plain and streamed.",
     invariant=43,
     requires=("structured_outputs",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:output_config",
+        "request:output_config.format",
+        "request:output_config.format.type",
+        "request:output_config.format.schema",
+        "request:stream",
+        "response:content",
+        "block:text",
+        "delta:text_delta",
+    ),
 )
 def test_struct_002_sdk_parse(target: Target) -> None:
     client = target.sdk()
@@ -136,6 +158,14 @@ def test_struct_002_sdk_parse(target: Target) -> None:
     "incomplete by the docs and not judged.",
     invariant=43,
     requires=("structured_outputs",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:output_config.format.type",
+        "request:output_config.format.schema",
+        "response:content",
+        "response:stop_reason",
+        "block:text",
+    ),
 )
 def test_struct_003_generated_schemas(target: Target) -> None:
     """Unlike STRUCT-001's bounded schema, a generated one may admit answers longer than

@@ -57,6 +57,16 @@ def tolerance(counted: int) -> int:
     "tools. The docs call it an estimate that may differ from the input tokens of the same "
     "create request 'by a small amount': here at most 2 tokens or 2 %, whichever is more.",
     invariant=51,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "endpoint:POST /v1/messages/count_tokens",
+        "count_request:system",
+        "count_response:input_tokens",
+        "request:system",
+        "response:usage.input_tokens",
+        "response:usage.cache_creation_input_tokens",
+        "response:usage.cache_read_input_tokens",
+    ),
 )
 def test_tokens_001_count_matches_usage(target: Target) -> None:
     counted, used = count_and_usage(target)
@@ -77,6 +87,16 @@ def test_tokens_001_count_matches_usage(target: Target) -> None:
     "count_tokens equal to usage.input_tokens (incl. cache counters) of the same request; the "
     "real API only promises an estimate, so this is a SHOULD.",
     invariant=51,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "endpoint:POST /v1/messages/count_tokens",
+        "count_request:system",
+        "count_response:input_tokens",
+        "request:system",
+        "response:usage.input_tokens",
+        "response:usage.cache_creation_input_tokens",
+        "response:usage.cache_read_input_tokens",
+    ),
 )
 def test_tokens_007_count_exact(target: Target) -> None:
     counted, used = count_and_usage(target)
@@ -90,6 +110,11 @@ def test_tokens_007_count_exact(target: Target) -> None:
     url=f"{COUNT}#response-input-tokens",
     requirement="Adding a message never lowers input_tokens; adding text raises it.",
     invariant=52,
+    covers=(
+        "endpoint:POST /v1/messages/count_tokens",
+        "count_request:messages",
+        "count_response:input_tokens",
+    ),
 )
 def test_tokens_002_monotonic(target: Target) -> None:
     base = count(target)
@@ -113,6 +138,11 @@ def test_tokens_002_monotonic(target: Target) -> None:
     "count_tokens counts the system prompt",
     url=f"{COUNT}#body-system",
     requirement="The count covers the system prompt: adding a system prompt raises input_tokens.",
+    covers=(
+        "endpoint:POST /v1/messages/count_tokens",
+        "count_request:system",
+        "count_response:input_tokens",
+    ),
 )
 def test_tokens_003_counts_system(target: Target) -> None:
     base = count(target)
@@ -132,6 +162,10 @@ def test_tokens_003_counts_system(target: Target) -> None:
     url=f"{COUNT}",
     requirement="messages.count_tokens of the official SDK returns a MessageTokensCount whose "
     "input_tokens is a positive integer.",
+    covers=(
+        "endpoint:POST /v1/messages/count_tokens",
+        "count_response:input_tokens",
+    ),
 )
 def test_tokens_004_sdk_count(target: Target) -> None:
     """The property that judges the count_tokens body's schema (the others read input_tokens)."""
@@ -159,6 +193,10 @@ def test_tokens_004_sdk_count(target: Target) -> None:
     url=f"{COUNT}#body",
     requirement="count_tokens takes no max_tokens, stream or sampling fields (no additional "
     "properties): sending one is a 400.",
+    covers=(
+        "endpoint:POST /v1/messages/count_tokens",
+        "error:invalid_request_error",
+    ),
 )
 def test_tokens_005_rejects_create_fields(target: Target) -> None:
     body = {"model": target.model, "messages": PROMPT, "max_tokens": 16}
@@ -172,6 +210,13 @@ def test_tokens_005_rejects_create_fields(target: Target) -> None:
     "count_tokens validates like create",
     url=f"{COUNT}#body",
     requirement="count_tokens rejects what create rejects: empty messages are a 400, an unknown model a 404.",
+    covers=(
+        "endpoint:POST /v1/messages/count_tokens",
+        "count_request:model",
+        "count_request:messages",
+        "error:invalid_request_error",
+        "error:not_found_error",
+    ),
 )
 def test_tokens_006_validates(target: Target) -> None:
     cases = Cases()

@@ -86,6 +86,19 @@ def calls_or_skip(message: dict[str, Any]) -> list[dict[str, Any]]:
     "name} the named one: the answer, streamed or not, contains at least one tool_use block.",
     invariant=40,
     requires=("tools",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:tools",
+        "request:tools[].name",
+        "request:tools[].description",
+        "request:tools[].input_schema",
+        "request:tool_choice",
+        "request:tool_choice.type",
+        "request:tool_choice.name",
+        "request:stream",
+        "block:tool_use",
+        "event:content_block_start",
+    ),
 )
 def test_tool_001_forced_call(target: Target) -> None:
     """Sends two tools with tool_choice any, then tool (naming the second), plain and streamed."""
@@ -110,6 +123,14 @@ def test_tool_001_forced_call(target: Target) -> None:
     "name: N} the model calls N.",
     invariant=39,
     requires=("tools",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:tools[].name",
+        "request:tool_choice",
+        "request:tool_choice.type",
+        "request:tool_choice.name",
+        "block:tool_use",
+    ),
 )
 def test_tool_002_forced_name(target: Target) -> None:
     """Forces the second of two tools (a server that calls the first one fails), then any. An
@@ -142,6 +163,16 @@ def test_tool_002_forced_name(target: Target) -> None:
     "without one never does.",
     invariant=36,
     requires=("tools",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:tools",
+        "request:tool_choice.type",
+        "request:stream",
+        "response:stop_reason",
+        "event:message_delta",
+        "block:tool_use",
+        "stop_reason:tool_use",
+    ),
 )
 def test_tool_003_stop_reason_tool_use(target: Target) -> None:
     cases = Cases()
@@ -177,6 +208,16 @@ def test_tool_003_stop_reason_tool_use(target: Target) -> None:
     "accepts the Message.",
     invariant=38,
     requires=("tools",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:tools",
+        "request:tool_choice",
+        "request:stream",
+        "block:tool_use",
+        "delta:input_json_delta",
+        "event:content_block_start",
+        "event:content_block_delta",
+    ),
 )
 def test_tool_004_tool_call_schema(target: Target) -> None:
     """The property that judges the schema of tool calls, plain and streamed; the other TOOL-*
@@ -252,6 +293,17 @@ def _judge_inputs(target: Target, *, strict: bool) -> None:
     "required property, no undeclared one (additionalProperties false), enum values only.",
     invariant=38,
     requires=("tools",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:tools[].input_schema",
+        "request:tools[].input_schema.properties",
+        "request:tools[].input_schema.required",
+        "request:tools[].strict",
+        "request:tool_choice",
+        "request:tool_choice.type",
+        "request:tool_choice.name",
+        "block:tool_use",
+    ),
 )
 def test_tool_005_strict_input_valid(target: Target) -> None:
     """Forces a strict tool (an object with enums, a boolean and a nested object) by name and by
@@ -269,6 +321,16 @@ def test_tool_005_strict_input_valid(target: Target) -> None:
     "should follow it (strict only adds the guarantee).",
     invariant=38,
     requires=("tools",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:tools[].input_schema",
+        "request:tools[].input_schema.properties",
+        "request:tools[].input_schema.required",
+        "request:tool_choice",
+        "request:tool_choice.type",
+        "request:tool_choice.name",
+        "block:tool_use",
+    ),
 )
 def test_tool_006_input_valid(target: Target) -> None:
     _judge_inputs(target, strict=False)
@@ -283,6 +345,13 @@ def test_tool_006_input_valid(target: Target) -> None:
     "unique within a Message and never reused in later turns of the conversation.",
     invariant=37,
     requires=("tools",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:tools",
+        "request:messages[].content",
+        "block:tool_use",
+        "block:tool_result",
+    ),
 )
 def test_tool_007_unique_ids(target: Target) -> None:
     """A forced call, its result sent back, and a second forced call in the same conversation."""
@@ -342,6 +411,15 @@ CALL = {
     "(content a string or content blocks, is_error true or not) is valid and gets a Message.",
     invariant=14,
     requires=("tools",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:tools",
+        "request:tool_choice.type",
+        "request:messages[].content",
+        "response:stop_reason",
+        "block:tool_use",
+        "block:tool_result",
+    ),
 )
 def test_tool_008_tool_result_round_trip(target: Target) -> None:
     """Sends a conversation with a tool call and its result in three forms (raw), then the
@@ -406,6 +484,14 @@ def test_tool_008_tool_result_round_trip(target: Target) -> None:
     "block, streamed or not, although tools are defined.",
     invariant=41,
     requires=("tools",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:tools",
+        "request:tool_choice.type",
+        "request:stream",
+        "response:content",
+        "event:content_block_start",
+    ),
 )
 def test_tool_009_tool_choice_none(target: Target) -> None:
     body = tool_body(target, tool_choice={"type": "none"}, max_tokens=24)
@@ -428,6 +514,13 @@ def test_tool_009_tool_choice_none(target: Target) -> None:
     "when tool_choice is any or tool).",
     invariant=42,
     requires=("tools",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:tools",
+        "request:tool_choice.type",
+        "request:tool_choice.disable_parallel_tool_use",
+        "block:tool_use",
+    ),
 )
 def test_tool_010_no_parallel_calls(target: Target) -> None:
     """Asks for three calls; auto and any, each with disable_parallel_tool_use."""
@@ -456,6 +549,14 @@ def test_tool_010_no_parallel_calls(target: Target) -> None:
     "helper accumulates the same object.",
     invariant=62,
     requires=("tools",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:tools",
+        "request:stream",
+        "event:content_block_delta",
+        "block:tool_use",
+        "delta:input_json_delta",
+    ),
 )
 def test_tool_011_fragments_join(target: Target) -> None:
     body = tool_body(target)
@@ -505,6 +606,15 @@ def _loads(text: str) -> Any:
     "made without streaming (streamed inputs are not lost or left {}).",
     invariant=64,
     requires=("tools",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:tools",
+        "request:stream",
+        "response:stop_reason",
+        "block:tool_use",
+        "delta:input_json_delta",
+        "stop_reason:tool_use",
+    ),
 )
 def test_tool_012_stream_equals_create(target: Target) -> None:
     if not target.deterministic:
@@ -542,6 +652,14 @@ def _calls(message: Any) -> list[tuple[str, Any]]:
     "and any other delta type on the block).",
     invariant=68,
     requires=("tools",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:tools",
+        "request:stream",
+        "event:content_block_start",
+        "block:tool_use",
+        "delta:input_json_delta",
+    ),
 )
 def test_tool_013_block_start_empty(target: Target) -> None:
     run = expect_stream(stream_raw(target, tool_body(target)))
@@ -568,6 +686,19 @@ def test_tool_013_block_start_empty(target: Target) -> None:
     "block starts), then message_delta and message_stop.",
     invariant=57,
     requires=("tools",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:tools",
+        "request:stream",
+        "event:message_start",
+        "event:content_block_start",
+        "event:content_block_delta",
+        "event:content_block_stop",
+        "event:message_delta",
+        "event:message_stop",
+        "block:tool_use",
+        "delta:input_json_delta",
+    ),
 )
 def test_tool_016_tool_stream_grammar(target: Target) -> None:
     """The grammar codes the text streams' properties judge (STREAM-002..010), on a forced call."""
@@ -591,6 +722,16 @@ def test_tool_016_tool_stream_grammar(target: Target) -> None:
     "the count of a request with tools agrees with its usage.input_tokens (within 2 tokens or 2 %).",
     invariant=51,
     requires=("tools",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "endpoint:POST /v1/messages/count_tokens",
+        "count_request:tools",
+        "count_response:input_tokens",
+        "request:tools",
+        "response:usage.input_tokens",
+        "response:usage.cache_creation_input_tokens",
+        "response:usage.cache_read_input_tokens",
+    ),
 )
 def test_tool_014_count_tokens_tools(target: Target) -> None:
     messages = [{"role": "user", "content": "Record the colour of the sky."}]
@@ -635,6 +776,15 @@ def test_tool_014_count_tokens_tools(target: Target) -> None:
     "call cut by max_tokens is incomplete and not judged.",
     invariant=38,
     requires=("tools",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:tools[].input_schema",
+        "request:tools[].strict",
+        "request:tool_choice",
+        "request:tool_choice.type",
+        "request:tool_choice.name",
+        "block:tool_use",
+    ),
 )
 def test_tool_015_generated_schemas(target: Target) -> None:
     """Unlike TOOL-005's bounded schema, a generated one may admit inputs longer than max_tokens

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from conformance.launcher import reference_server
+from conformance.plugin import KEEP_EXCHANGES_ENV
 
-from .suite import API_KEY, PROOF_PROFILE
+from .suite import API_KEY, PROOF_PROFILE, run_suite
 
 
 @pytest.fixture(scope="session")
@@ -34,3 +36,17 @@ def proof_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("profile") / "proof.toml"
     path.write_text(PROOF_PROFILE)
     return path
+
+
+@pytest.fixture(scope="session")
+def reference_run(
+    tiny_random_url: str, proof_profile: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[int, dict[str, Any], Path]:
+    """The whole catalogue against tiny-random, once per session: (exit code, index.json, the
+    run's report directory). Every exchange of every property is kept (exchanges/<ID>.json):
+    the fault proofs judge the verdicts, the coverage test the exchanges."""
+    report_dir = tmp_path_factory.mktemp("reference-run")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(KEEP_EXCHANGES_ENV, "1")
+        code, index, _ = run_suite(tiny_random_url, report_dir, profile=proof_profile)
+    return code, index, report_dir / "proof" / index["run_id"]

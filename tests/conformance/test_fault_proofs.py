@@ -50,8 +50,8 @@ def test_every_property_has_exactly_one_fault():
     assert set(fault_catalogue(API_KEY)) == set(REGISTRY)
 
 
-def test_reference_server_passes_every_property(tiny_random_url, proof_profile, tmp_path):
-    code, index, _ = run_suite(tiny_random_url, tmp_path, profile=proof_profile)
+def test_reference_server_passes_every_property(reference_run):
+    code, index, run_dir = reference_run
     load_all()
     not_passing = {pid: v for pid, v in verdicts(index).items() if v != clean_verdict(pid)}
     assert not not_passing, json.dumps([p for p in index["properties"] if p["id"] in not_passing], indent=1)[
@@ -59,9 +59,7 @@ def test_reference_server_passes_every_property(tiny_random_url, proof_profile, 
     ]
     assert set(verdicts(index)) == set(REGISTRY)
     assert code == 0
-    assert {"index.json", "summary.md", "report.html", "junit.xml"} <= {
-        p.name for p in (tmp_path / "proof").glob("*/*")
-    }
+    assert {"index.json", "summary.md", "report.html", "junit.xml"} <= {p.name for p in run_dir.iterdir()}
 
 
 def test_each_property_fails_on_its_fault(tiny_random_url, proof_profile, tmp_path):
