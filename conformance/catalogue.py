@@ -39,6 +39,7 @@ AREAS = (
     "HDR",
     "AUTH",
     "FUZZ",
+    "SDK",  # properties judged through the TypeScript SDK (conformance/tsdriver.py)
 )
 
 # The kinds of coverage key (`kind:name`); conformance/coverage.py defines each one's universe.

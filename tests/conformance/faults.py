@@ -244,6 +244,36 @@ def _empty_delta(_: Request, frames: list[Frame]) -> list[Frame]:
     return out
 
 
+def _finish_before(picks: Callable[[Any], bool]) -> Callable[[Request, list[Frame]], list[Frame]]:
+    """message_delta and message_stop sent before the first frame that `picks` chooses, the content
+    after them: a translator that emits the finish chunk before the content that came with it
+    (LiteLLM PR #14477, "don't send content block after message w/ finish reason"). The
+    TypeScript SDK's finalMessage() is its snapshot at message_stop, so it loses what follows;
+    the Python SDK and the wire oracle fold every event until the stream ends."""
+    finish = ("message_delta", "message_stop")
+
+    def apply(_: Request, frames: list[Frame]) -> list[Frame]:
+        kinds = [f.payload.get("type") if isinstance(f.payload, dict) else None for f in frames]
+        ends = [f for f, kind in zip(frames, kinds, strict=True) if kind in finish]
+        rest = [f for f, kind in zip(frames, kinds, strict=True) if kind not in finish]
+        at = next((i for i, f in enumerate(rest) if picks(f.payload)), None)
+        return frames if at is None else [*rest[:at], *ends, *rest[at:]]
+
+    return apply
+
+
+def _delta_of(kind: str) -> Callable[[Any], bool]:
+    def picks(payload: Any) -> bool:
+        return (
+            isinstance(payload, dict)
+            and payload.get("type") == "content_block_delta"
+            and isinstance(payload.get("delta"), dict)
+            and payload["delta"].get("type") == kind
+        )
+
+    return picks
+
+
 def _no_event_lines(_: Request, frames: list[Frame]) -> list[Frame]:
     return [Frame(None, f.data) for f in frames]
 
@@ -608,6 +638,19 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
         "FUZZ-004": Fault("model queries crash the server", response=lambda r, resp: error(500, "api_error")),
         # ---- tools and structured outputs
         **tool_fault_catalogue(),
+        # ---- the TypeScript SDK
+        "SDK-001": Fault(
+            "finish sent before the text (LiteLLM PR #14477): TS finalMessage text empty",
+            frames=_finish_before(_delta_of("text_delta")),
+        ),
+        "SDK-002": Fault(
+            "errors of streamed requests sent as a 200 stream: TS sees a status-less APIError",
+            response=lambda r, resp: _error_as_stream(resp) if r.streaming and resp.status >= 400 else resp,
+        ),
+        "SDK-003": Fault(
+            "finish sent before the tool input fragments (LiteLLM PR #14477): TS finalMessage input {}",
+            frames=_finish_before(_delta_of("input_json_delta")),
+        ),
     }
 
 

@@ -1,0 +1,235 @@
+"""SDK-*: properties judged through the official TypeScript SDK (`@anthropic-ai/sdk`, pinned in
+conformance/ts/), where it parses the wire differently from the Python SDK the other areas drive.
+
+The wire oracle is the very stream Node read: the loopback proxy of conformance/tsdriver.py
+records its bytes, and conformance/accumulate.py folds them by the documented rules. So one
+request suffices and no property here needs a deterministic target. Where node or npm is
+missing, or the pinned SDK cannot be installed, the properties SKIP with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from conformance.accumulate import AccumulationError, accumulate_transcript
+from conformance.catalogue import Level, prop
+from conformance.checks import Cases, ConformanceFailure
+from conformance.drivers import LONG_ANSWER_PROMPT, StreamRun, message_body
+from conformance.sse import parse_sse
+from conformance.target import Target
+from conformance.tooluse import streamed_tool_calls, tool_body
+from conformance.tsdriver import Operation, TSDriverUnavailable, TSResult, run_ts
+
+SDKS = "https://platform.claude.com/docs/en/api/client-sdks"
+STREAMING = "build-with-claude/streaming"
+ERRORS = "api/errors"
+UNKNOWN_MODEL = "plumbline-no-such-model-0000"
+WRONG_KEY = "plumbline-wrong-key"
+
+
+def ts(target: Target, operation: Operation, params: dict[str, Any], **kwargs: Any) -> TSResult:
+    try:
+        return run_ts(target, operation, params, **kwargs)
+    except TSDriverUnavailable as exc:
+        pytest.skip(f"the TypeScript SDK cannot run here: {exc}")
+
+
+def fail(expected: str, actual: str, result: TSResult, *, reason: str) -> ConformanceFailure:
+    """A failure whose Actual carries the driver's input and output."""
+    return ConformanceFailure(expected, f"{actual}\nTypeScript driver: {result.evidence()}", reason=reason)
+
+
+def wire_stream(result: TSResult) -> StreamRun:
+    """The stream Node read, as recorded on its way through the loopback proxy."""
+    exchange = result.exchange
+    if exchange is None or exchange.status != 200:
+        status = None if exchange is None else exchange.status
+        raise fail("HTTP 200 with an event stream", f"HTTP {status}", result, reason="wrong-status")
+    body = bytes(exchange.response_body)
+    return StreamRun(200, httpx.Headers(exchange.response_headers), body, parse_sse(body))
+
+
+def final_message(result: TSResult) -> dict[str, Any]:
+    """The TypeScript SDK's final message; its rejection of the stream fails the property."""
+    if not result.ok or not isinstance(result.message, dict):
+        error = result.error
+        raise fail(
+            "the TypeScript SDK's finalMessage() resolves to a Message",
+            f"{error.get('class')}: {error.get('message')}",
+            result,
+            reason="ts-sdk-rejected-stream",
+        )
+    return result.message
+
+
+def shape(message: Any) -> dict[str, Any]:
+    """What a client reads of a Message: the SDK's own additions (parsed_output) left out."""
+    data: dict[str, Any] = message if isinstance(message, dict) else {}
+    content = data.get("content")
+    usage = data.get("usage")
+    counts = ("input_tokens", "output_tokens")
+    return {
+        **{key: data.get(key) for key in ("id", "role", "model", "stop_reason", "stop_sequence")},
+        "content": [_block(block) for block in content] if isinstance(content, list) else content,
+        "usage": {k: usage.get(k) for k in counts} if isinstance(usage, dict) else usage,
+    }
+
+
+_BLOCK_FIELDS = {
+    "text": ("text",),
+    "tool_use": ("id", "name", "input"),
+    "thinking": ("thinking", "signature"),
+}
+
+
+def _block(block: Any) -> Any:
+    if not isinstance(block, dict):
+        return block
+    kind = block.get("type")
+    return {"type": kind, **{k: block.get(k) for k in _BLOCK_FIELDS.get(str(kind), ())}}
+
+
+@prop(
+    "SDK-001",
+    Level.MUST,
+    "The TypeScript SDK's streamed finalMessage equals the stream",
+    url=f"{STREAMING}#event-types",
+    requirement="The Message that the official TypeScript SDK's messages.stream(...).finalMessage() "
+    "assembles has the blocks, text, stop_reason, stop_sequence and usage the stream's events carry "
+    "(each official SDK gives the same message for the same events: content before message_stop).",
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stream",
+        "response:content",
+        "response:stop_reason",
+        "response:stop_sequence",
+        "response:usage.input_tokens",
+        "response:usage.output_tokens",
+        "block:text",
+        "delta:text_delta",
+        "event:message_stop",
+    ),
+)
+def test_sdk_001_stream_final_message(target: Target) -> None:
+    body = message_body(target, max_tokens=24, messages=[{"role": "user", "content": LONG_ANSWER_PROMPT}])
+    result = ts(target, "stream", body)
+    run = wire_stream(result)
+    try:
+        wire = accumulate_transcript(run.transcript) if run.transcript else None
+    except AccumulationError as exc:
+        pytest.skip(f"the stream cannot be folded into a message ({exc}; the STREAM-* properties judge it)")
+    streamed, folded = shape(final_message(result)), shape(wire)
+    differ = [key for key in folded if streamed.get(key) != folded[key]]
+    if differ:
+        raise fail(
+            "finalMessage() == the stream's events folded: "
+            + "; ".join(f"{key} {json.dumps(folded[key])[:300]}" for key in differ),
+            "; ".join(f"{key} {json.dumps(streamed.get(key))[:300]}" for key in differ),
+            result,
+            reason="ts-sdk-diff",
+        )
+
+
+BAD_REQUEST = (400, "BadRequestError", "invalid_request_error")
+# (case, operation, request changes, (status, the SDK's error class, the body's error.type))
+ERROR_CASES: list[tuple[str, Operation, dict[str, Any], tuple[int, str, str]]] = [
+    ("create without max_tokens", "create", {"max_tokens": None}, BAD_REQUEST),
+    ("stream without max_tokens", "stream", {"max_tokens": None}, BAD_REQUEST),
+    ("unknown model", "create", {"model": UNKNOWN_MODEL}, (404, "NotFoundError", "not_found_error")),
+]
+
+
+@prop(
+    "SDK-002",
+    Level.MUST,
+    "Error statuses reach the TypeScript SDK as its error classes, with the body's type",
+    url=SDKS,
+    requirement="An error answer's status maps to the official TypeScript SDK's error class (400 "
+    "BadRequestError, 401 AuthenticationError, 404 NotFoundError), streamed requests included, and "
+    "the SDK reads error.type from the body (invalid_request_error, authentication_error, "
+    "not_found_error).",
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:model",
+        "request:max_tokens",
+        "request:stream",
+        "param:x-api-key",
+        "error_body:error.type",
+        "error:invalid_request_error",
+        "error:not_found_error",
+        "error:authentication_error",
+    ),
+)
+def test_sdk_002_error_classes(target: Target) -> None:
+    cases = Cases()
+    runs: list[tuple[str, Operation, dict[str, Any], tuple[int, str, str], str | None]]
+    runs = [(*case, None) for case in ERROR_CASES]
+    if target.config.api_key is not None:  # as AUTH-*: a 401 is judged on a target with a key
+        wrong_key = (401, "AuthenticationError", "authentication_error")
+        runs.append(("wrong key", "create", {}, wrong_key, WRONG_KEY))
+    for name, operation, changes, (status, error_class, error_type), key in runs:
+        with cases.case(name):
+            body = {k: v for k, v in message_body(target, **changes).items() if v is not None}
+            result = ts(target, operation, body, api_key=key)
+            error = result.error
+            got = (error.get("class"), error.get("status"), error.get("type"))
+            if result.ok or got != (error_class, status, error_type):
+                actual = "a Message" if result.ok else f"{got[0]} (status {got[1]}, type {got[2]})"
+                raise fail(
+                    f"{error_class} with status {status} and type {error_type}",
+                    actual,
+                    result,
+                    reason="ts-sdk-error-class",
+                )
+    cases.check()
+
+
+@prop(
+    "SDK-003",
+    Level.MUST,
+    "The TypeScript SDK assembles a streamed tool input as the wire's fragments",
+    url=f"{STREAMING}#input-json-delta",
+    requirement="The input of each tool_use block of the official TypeScript SDK's finalMessage() "
+    "equals the JSON value of that block's input_json_delta fragments joined (the start's {} when "
+    "none came), with the block's id and name.",
+    invariant=62,
+    requires=("tools",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:tools",
+        "request:tool_choice",
+        "request:stream",
+        "event:content_block_delta",
+        "block:tool_use",
+        "delta:input_json_delta",
+    ),
+)
+def test_sdk_003_tool_input(target: Target) -> None:
+    result = ts(target, "stream", tool_body(target))
+    calls = streamed_tool_calls(wire_stream(result))
+    if not calls:
+        pytest.skip("the stream has no tool_use block (TOOL-001 judges that)")
+    wire = []
+    for call in calls:
+        try:
+            value = json.loads(call.joined) if call.joined else call.start.get("input")
+        except ValueError:
+            pytest.skip("the streamed fragments do not join into JSON (TOOL-011 judges that)")
+        wire.append({"id": call.start.get("id"), "name": call.start.get("name"), "input": value})
+    content = final_message(result).get("content")
+    assembled = [
+        {key: block.get(key) for key in ("id", "name", "input")}
+        for block in (content if isinstance(content, list) else [])
+        if isinstance(block, dict) and block.get("type") == "tool_use"
+    ]
+    if assembled != wire:
+        raise fail(
+            f"finalMessage()'s tool calls == the joined fragments: {json.dumps(wire)[:600]}",
+            json.dumps(assembled)[:600],
+            result,
+            reason="ts-sdk-diff",
+        )
