@@ -30,12 +30,15 @@ the items of an array (`messages[].role`); the members of a union (`anyOf`, `one
 are merged, so `tools[].input_schema` names the custom tool's field and `tools[].max_uses` a
 server tool's. Paths stop after three names, and at content block lists (`messages[].content`,
 the Message's `content`: the blocks themselves are `block:` keys), at the model list's `data`
-(its items are `model:` keys) and at a few deep option maps (`STOPS`).
+(its items are `model:` keys) and at a few deep option maps (`STOPS`). Fields inside content
+blocks (a text block's `cache_control`, an image's `source`) are not keys: the block type is.
+
+The spec extract lives in a checkout (`spec/`), not in the wheel: coverage is a repository tool.
+The page itself is written by conformance/coverage_report.py (`nox -s coverage`).
 """
 
 from __future__ import annotations
 
-import html
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -52,15 +55,9 @@ __all__ = [
     "KINDS",
     "SPEC_PATH",
     "CoverageKey",
-    "KindCount",
-    "counts",
     "covered_by",
     "field_paths",
-    "main",
     "observe",
-    "render_html",
-    "render_markdown",
-    "summary_table",
     "universe",
 ]
 
@@ -245,24 +242,25 @@ def covered_by(declarations: Iterable[tuple[str, Iterable[str]]]) -> dict[str, l
     return out
 
 
-# Concrete request paths → the spec's templates (ids are anything but a slash).
-_TEMPLATES = (
-    (re.compile(r"^/v1/models/[^/]+$"), "/v1/models/{model_id}", "model_id"),
-    (re.compile(r"^/v1/messages/batches/(?!.*/)[^/]+$"), "/v1/messages/batches/{message_batch_id}", ""),
-)
-_BATCH = re.compile(r"^/v1/messages/batches/[^/]+/(cancel|results)$")
+@cache
+def _templates() -> list[tuple[re.Pattern[str], str, list[str]]]:
+    """The spec's paths as patterns (literal ones first), with the parameters each fills."""
+    paths = {k.key.split(" ", 1)[1] for k in universe().values() if k.kind == "endpoint"}
+    out = []
+    for path in sorted(paths, key=lambda p: ("{" in p, p)):
+        names = re.findall(r"\{(\w+)\}", path)
+        pattern = re.escape(path)
+        for name in names:
+            pattern = pattern.replace(re.escape(f"{{{name}}}"), "[^/]+")
+        out.append((re.compile(f"^{pattern}$"), path, names))
+    return out
 
 
 def _template(path: str) -> tuple[str, list[str]]:
     """The spec's path for a concrete one, and the path parameters it fills."""
-    if path in ("/v1/messages", "/v1/messages/count_tokens", "/v1/models", "/v1/messages/batches"):
-        return path, []
-    batch = _BATCH.match(path)
-    if batch:
-        return f"/v1/messages/batches/{{message_batch_id}}/{batch[1]}", ["message_batch_id"]
-    for pattern, template, _ in _TEMPLATES:
+    for pattern, template, names in _templates():
         if pattern.match(path):
-            return template, [template.rsplit("{", 1)[1].rstrip("}")]
+            return template, names
     return path, []
 
 
@@ -363,186 +361,3 @@ def _streamed(text: str) -> set[str]:
         elif kind == "error":
             keys |= _error(data)
     return keys
-
-
-# ------------------------------------------------------------------ the report
-
-
-@dataclass(frozen=True, slots=True)
-class KindCount:
-    kind: str
-    covered: int
-    total: int
-    overlay_covered: int  # keys SDK 2.14 adds (overlays), counted apart from the official copy
-    overlay_total: int
-
-
-def counts(declared: Mapping[str, list[str]]) -> list[KindCount]:
-    """Covered and total keys per kind, official copy and overlay keys apart."""
-    out = []
-    for kind in KINDS:
-        keys = [k for k in universe().values() if k.kind == kind]
-        official = [k for k in keys if k.official]
-        added = [k for k in keys if not k.official]
-        out.append(
-            KindCount(
-                kind,
-                sum(k.key in declared for k in official),
-                len(official),
-                sum(k.key in declared for k in added),
-                len(added),
-            )
-        )
-    return out
-
-
-def _percent(part: int, whole: int) -> str:
-    return f"{100 * part / whole:.0f} %" if whole else "-"
-
-
-def summary_table(declared: Mapping[str, list[str]]) -> str:
-    """The numbers table (Markdown), as README.md shows it."""
-    lines = [
-        "| what | covered | of (official spec) | % | SDK 2.14 additions covered |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    rows = counts(declared)
-    for row in rows:
-        added = f"{row.overlay_covered} / {row.overlay_total}" if row.overlay_total else "-"
-        share = _percent(row.covered, row.total)
-        lines.append(f"| {KINDS[row.kind]} | {row.covered} | {row.total} | {share} | {added} |")
-    covered, total = sum(r.covered for r in rows), sum(r.total for r in rows)
-    added_c, added_t = sum(r.overlay_covered for r in rows), sum(r.overlay_total for r in rows)
-    lines.append(
-        f"| **all keys** | **{covered}** | **{total}** | **{_percent(covered, total)}** "
-        f"| **{added_c} / {added_t}** |"
-    )
-    return "\n".join(lines) + "\n"
-
-
-def render_markdown(properties: Iterable[Any]) -> str:
-    """The coverage page: provenance, numbers, every key with its properties, the gaps.
-    `properties` are catalogue Property objects (id, covers, unobserved)."""
-    props = sorted(properties, key=lambda p: p.id)
-    declared = covered_by((p.id, p.covers) for p in props)
-    unobserved = [(p.id, key, why) for p in props for key, why in p.unobserved]
-    spec = json.loads(SPEC_PATH.read_text(encoding="utf-8"))["x-plumbline-extract"]
-    keys = universe()
-    lines = [
-        "# Spec coverage",
-        "",
-        "Which parts of the Messages surface of Anthropic's official OpenAPI copy the Plumbline",
-        "properties exercise. Generated by `nox -s coverage` from the `covers` each property declares",
-        "(`conformance/catalogue.py`) and the vendored spec extract; `tests/conformance/test_coverage.py`",
-        "holds every declaration to the spec and to what the property sent and saw on the reference",
-        "server. Do not edit by hand.",
-        "",
-        f"- Spec: `spec/{SPEC_PATH.name}`, extracted from `{spec['source']}`",
-        f"  (sha256 `{spec['sha256'][:16]}…`) by `scripts/extract_spec.py`,",
-        f"  paths {', '.join(f'`{p}`' for p in spec['paths'])}.",
-        "- Keys marked † are not in the official copy: SDK 2.14 has them, and `schemas/` adds them",
-        "  by overlay (`schemas/README.md`). They are counted apart.",
-        f"- Properties: {len(props)}, declaring {sum(len(p.covers) for p in props)} keys.",
-        "- Key notation: `conformance/coverage.py`.",
-        "",
-        "## Numbers",
-        "",
-        summary_table(declared),
-        "## Gaps",
-        "",
-        "Keys of the spec that no property exercises, by kind:",
-        "",
-    ]
-    for kind, label in KINDS.items():
-        gaps = [k for k in keys.values() if k.kind == kind and k.key not in declared]
-        if gaps:
-            names = ", ".join(f"`{k.key.split(':', 1)[1]}`{'' if k.official else '†'}" for k in gaps)
-            lines += [f"- **{label}** ({len(gaps)}): {names}", ""]
-    lines += ["## Every key", ""]
-    for kind, label in KINDS.items():
-        lines += [f"### {label}", "", "| key | properties |", "|---|---|"]
-        for key in (k for k in keys.values() if k.kind == kind):
-            name = key.key.split(":", 1)[1] + ("" if key.official else " †")
-            note = f" ({key.note})" if key.note else ""
-            ids = ", ".join(declared.get(key.key, [])) or "**gap**"
-            lines.append(f"| `{name}`{note} | {ids} |")
-        lines.append("")
-    if unobserved:
-        lines += [
-            "## Declared but not shown by the reference server",
-            "",
-            "The coverage test checks every other declaration against the reference server's run.",
-            "",
-            *(f"- {pid} `{key}`: {why}" for pid, key, why in unobserved),
-            "",
-        ]
-    return "\n".join(lines)
-
-
-def render_html(markdown: str) -> str:
-    """The same page as one self-contained HTML file (headings, lists, tables, code, bold)."""
-    body: list[str] = []
-    table: list[list[str]] = []
-
-    def inline(text: str) -> str:
-        text = html.escape(text, quote=False)
-        text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
-        return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", text)
-
-    def flush() -> None:
-        if table:
-            head, *rows = table
-            body.append("<table><tr>" + "".join(f"<th>{inline(c)}</th>" for c in head) + "</tr>")
-            body.extend("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>" for r in rows)
-            body.append("</table>")
-            table.clear()
-
-    for line in markdown.splitlines():
-        if line.startswith("|"):
-            cells = [c.strip() for c in line.strip("|").split("|")]
-            if not all(set(c) <= set("-:") for c in cells):
-                table.append(cells)
-            continue
-        flush()
-        heading = re.match(r"^(#+) (.*)$", line)
-        if heading:
-            level = len(heading[1])
-            body.append(f"<h{level}>{inline(heading[2])}</h{level}>")
-        elif line.startswith(("- ", "  ")):
-            body.append(f"<p class=item>{inline(line.strip())}</p>")
-        elif line:
-            body.append(f"<p>{inline(line)}</p>")
-    flush()
-    style = (
-        "body{font:14px/1.4 system-ui,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em}"
-        "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;"
-        "text-align:left;vertical-align:top}code{font-size:90%}p.item{margin:.2em 0 .2em 1em}"
-    )
-    return (
-        '<!doctype html><html lang="en"><meta charset="utf-8"><title>Plumbline spec coverage</title>'
-        f"<style>{style}</style><body>\n" + "\n".join(body) + "\n</body></html>\n"
-    )
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m conformance.coverage [--out DIR]`: write coverage.md and coverage.html."""
-    import argparse
-
-    from conformance.catalogue import REGISTRY
-    from conformance.properties import load_all
-
-    parser = argparse.ArgumentParser(description="Write the spec coverage report.")
-    parser.add_argument("--out", type=Path, default=Path("reports"))
-    args = parser.parse_args(argv)
-    load_all()
-    markdown = render_markdown(REGISTRY.values())
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "coverage.md").write_text(markdown, encoding="utf-8")
-    (args.out / "coverage.html").write_text(render_html(markdown), encoding="utf-8")
-    print(summary_table(covered_by((p.id, p.covers) for p in REGISTRY.values())), end="")
-    print(f"written: {args.out / 'coverage.md'}, {args.out / 'coverage.html'}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

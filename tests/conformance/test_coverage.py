@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conformance import coverage
+from conformance import coverage, coverage_report
 from conformance.catalogue import COVERAGE_KINDS, REGISTRY, property_of
 from conformance.properties import load_all
 from conformance.reporting import write_exchanges
@@ -151,7 +151,7 @@ def test_kept_exchanges_are_what_observe_reads(tmp_path: Path):
 
 
 def test_report_lists_numbers_gaps_and_every_key(tmp_path: Path):
-    assert coverage.main(["--out", str(tmp_path)]) == 0
+    assert coverage_report.main(["--out", str(tmp_path)]) == 0
     page = (tmp_path / "coverage.md").read_text()
     assert "## Gaps" in page
     assert "`POST /v1/messages/batches`" in page
@@ -165,7 +165,7 @@ def test_report_lists_numbers_gaps_and_every_key(tmp_path: Path):
 def test_readme_shows_todays_numbers():
     declared = coverage.covered_by((p.id, p.covers) for p in REGISTRY.values())
     readme = (REPO / "README.md").read_text()
-    assert coverage.summary_table(declared) in readme, (
+    assert coverage_report.summary_table(declared) in readme, (
         "run `nox -s coverage` and paste its table in README.md"
     )
 
