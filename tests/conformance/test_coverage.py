@@ -177,15 +177,18 @@ def test_schemas_derive_from_the_vendored_extract(tmp_path: Path):
     """A fresh clone re-derives schemas/ byte for byte, from the extract alone."""
     script = REPO / "scripts" / "derive_schemas.py"
     subprocess.run([sys.executable, str(script), "--out", str(tmp_path)], check=True, capture_output=True)
-    for fresh in tmp_path.rglob("*.json"):
-        relative = fresh.relative_to(tmp_path)
-        assert fresh.read_bytes() == (SCHEMAS / relative).read_bytes(), relative
+    fresh = {p.relative_to(tmp_path) for p in tmp_path.rglob("*.json")}
+    assert fresh == {p.relative_to(SCHEMAS) for p in SCHEMAS.rglob("*.json")}
+    for relative in fresh:
+        assert (tmp_path / relative).read_bytes() == (SCHEMAS / relative).read_bytes(), relative
 
 
 @pytest.mark.skipif(not SOURCE.is_file(), reason=f"the full spec copy is not at {SOURCE}")
 def test_extract_is_faithful_to_its_source():
     raw = SOURCE.read_bytes()
     source = json.loads(raw)
+    # The source is in the layout the extract is written in, so equal values are equal bytes.
+    assert (json.dumps(source, indent=2, ensure_ascii=False) + "\n").encode("utf-8") == raw
     extract = json.loads(coverage.SPEC_PATH.read_text(encoding="utf-8"))
     record = extract.pop("x-plumbline-extract")
     assert record["sha256"] == hashlib.sha256(raw).hexdigest()
