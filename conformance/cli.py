@@ -4,9 +4,11 @@
     plumbline                       # no target: start the reference server and judge it
     plumbline --list                # the catalogue, without running anything
     plumbline -k stream_003         # one property
+    plumbline matrix RUN_DIR... [--out DIR]           # several runs side by side
+    plumbline diff OLD NEW [--json FILE] [--md FILE]  # what changed between two runs
 
 Exit status: 0 conformant (against the baseline), 1 a new failure or a stale baseline
-entry, 2 harness error.
+entry, 2 harness error. `diff`: 1 on a new failure; `matrix` and `diff`: 2 on unreadable runs.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import contextlib
 import os
 import secrets
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -71,6 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Subcommands are dispatched on the first word, so `plumbline --target URL` keeps working.
+    if argv and argv[0] in SUBCOMMANDS:
+        return SUBCOMMANDS[argv[0]](argv[1:])
     args = build_parser().parse_args(argv)
     if args.list:
         print_catalogue(Console())
@@ -167,6 +173,73 @@ def print_catalogue(console: Console) -> None:
             Text(f"{prop.citation.url}\n{prop.citation.requirement}"),
         )
     console.print(table)
+
+
+RUN_DIR_HELP = "a run directory (reports/<target>/<run-id>), or a target directory meaning its newest run"
+
+
+def build_matrix_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="plumbline matrix",
+        description="Several runs side by side: writes matrix.html (self-contained) and matrix.md.",
+    )
+    parser.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help=RUN_DIR_HELP)
+    parser.add_argument("--out", type=Path, default=Path("reports"), help="where to write (default: reports)")
+    return parser
+
+
+def build_diff_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="plumbline diff",
+        description="What changed between two runs. "
+        "Exit 1 on a new failure, 0 otherwise, 2 on unreadable runs.",
+    )
+    parser.add_argument("old", type=Path, metavar="OLD", help=RUN_DIR_HELP)
+    parser.add_argument("new", type=Path, metavar="NEW", help=RUN_DIR_HELP)
+    parser.add_argument("--json", type=Path, metavar="FILE", help="write the diff as JSON")
+    parser.add_argument("--md", type=Path, metavar="FILE", help="write the diff as Markdown")
+    return parser
+
+
+def matrix_main(argv: Sequence[str]) -> int:
+    from conformance.matrix import RunError, load_run, write_matrix
+
+    args = build_matrix_parser().parse_args(argv)
+    console = Console()
+    try:
+        runs = [load_run(path) for path in args.runs]
+    except RunError as exc:
+        Console(stderr=True, soft_wrap=True).print(f"[bold magenta]unreadable run:[/] {escape(str(exc))}")
+        return 2
+    page, table = write_matrix(runs, args.out)
+    console.print(escape(f"matrix of {len(runs)} runs: {page} and {table}"))
+    return 0
+
+
+def diff_main(argv: Sequence[str]) -> int:
+    import json
+
+    from conformance.matrix import RunError, load_run
+    from conformance.rundiff import diff_runs, print_diff, render_markdown
+
+    args = build_diff_parser().parse_args(argv)
+    try:
+        diff = diff_runs(load_run(args.old), load_run(args.new))
+    except RunError as exc:
+        Console(stderr=True, soft_wrap=True).print(f"[bold magenta]unreadable run:[/] {escape(str(exc))}")
+        return 2
+    print_diff(diff, Console(), warnings=Console(stderr=True))
+    for path, text in (
+        (args.json, json.dumps(diff.as_dict(), indent=2, ensure_ascii=False) + "\n"),
+        (args.md, render_markdown(diff)),
+    ):
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+    return diff.exit_code
+
+
+SUBCOMMANDS: dict[str, Callable[[Sequence[str]], int]] = {"matrix": matrix_main, "diff": diff_main}
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from typing import Any
 
 from conformance.target import Exchange
 from conformance.verdicts import Gate, Result, Verdict, cause_of, causes, counts, first_line
+from conformance.verdicts import md_cell as _md
 
 __all__ = ["RunInfo", "build_index", "write_exchanges", "write_reports"]
 
@@ -152,12 +153,6 @@ def render_summary(index: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
-
-
-def _md(text: str) -> str:
-    """Text shown literally in a Markdown table cell (no markup, no cell breaks)."""
-    text = text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-    return "".join(f"\\{ch}" if ch in "`*_[]<>#" else ch for ch in text)
 
 
 def render_junit(index: dict[str, Any], results: Sequence[Result]) -> str:

@@ -27,6 +27,7 @@ __all__ = [
     "first_line",
     "gating",
     "load_baseline",
+    "md_cell",
     "verdict_for_breakage",
     "write_baseline",
 ]
@@ -134,6 +135,12 @@ def write_baseline(path: Path, results: Sequence[Result], *, strict: bool, targe
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return len(failing)
+
+
+def md_cell(text: str) -> str:
+    """Text shown literally in a Markdown table cell (no markup, no cell breaks)."""
+    text = text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    return "".join(f"\\{ch}" if ch in "`*_[]<>#" else ch for ch in text)
 
 
 def first_line(text: str | None, limit: int = 200) -> str:
