@@ -28,7 +28,7 @@ def install_project(session: nox.Session, *extras: str) -> None:
 def tests(session: nox.Session) -> None:
     """Unit tests of both packages, the harness's fault proofs, and end-to-end tests over a
     real socket on MLX (tiny-random and the embedded SmolLM2)."""
-    install_project(session, "server")
+    install_project(session, "server", "test")
     session.run("pytest", *(session.posargs or ["tests"]), env={"PYTHONHASHSEED": "0"})
 
 
@@ -70,7 +70,7 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    install_project(session, "server", "dev")
+    install_project(session, "server", "dev", "test")
     session.run("mypy")
 
 

@@ -19,6 +19,7 @@ from reference_server.catalog import ModelCatalog
 from reference_server.engine.base import Engine
 from reference_server.errors import AuthenticationError, InvalidRequestError, exception_handlers
 from reference_server.ids import request_id_of
+from reference_server.openai import ChatCompletionsService
 from reference_server.routes import route_handlers
 from reference_server.serving import MessagesService
 from reference_server.settings import Settings
@@ -49,6 +50,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
         else:
             active = engine
         app.state.service = MessagesService(active, ModelCatalog(active.models(), settings.aliases))
+        app.state.chat = ChatCompletionsService(app.state.service)
         app.state.settings = settings
         try:
             yield
@@ -77,10 +79,10 @@ async def _add_request_id(message: Message, scope: Scope) -> None:
 
 def _check_headers(settings: Settings) -> Guard:
     """Guard: API key (x-api-key or Bearer, constant-time, never logged), then the
-    `anthropic-version` header the API requires."""
+    `anthropic-version` header the API requires (not on the OpenAI route)."""
     expected = settings.api_key.encode() if settings.api_key else None
 
-    def guard(connection: ASGIConnection, _: BaseRouteHandler) -> None:  # type: ignore[type-arg]
+    def guard(connection: ASGIConnection, handler: BaseRouteHandler) -> None:  # type: ignore[type-arg]
         headers = connection.headers
         if expected is not None:
             offered = headers.get("x-api-key")
@@ -89,7 +91,7 @@ def _check_headers(settings: Settings) -> Guard:
                 offered = token.strip() if scheme.lower() == "bearer" else None
             if offered is None or not hmac.compare_digest(offered.encode(), expected):
                 raise AuthenticationError("invalid x-api-key")
-        if not headers.get("anthropic-version"):
+        if handler.opt.get("dialect") != "openai" and not headers.get("anthropic-version"):
             raise InvalidRequestError("anthropic-version: header is required")
 
     return guard

@@ -11,6 +11,8 @@ from litestar.response import Stream
 from litestar.types import Receive
 
 from reference_server.ids import request_id_of
+from reference_server.openai import ChatCompletionsService, parse_request, sse_chunks
+from reference_server.openai import exception_handlers as openai_exception_handlers
 from reference_server.protocol import MessageCountTokensParams, MessageCreateParams
 from reference_server.serving import MessagesService
 from reference_server.settings import Settings
@@ -75,6 +77,27 @@ async def get_model(request: AnyRequest) -> Response[Any]:
     return _json(_service(request).catalog.info(request.path_params["model_id"]))
 
 
+@post(
+    "/v1/chat/completions",
+    status_code=200,
+    opt={"dialect": "openai"},  # the guard skips `anthropic-version`
+    exception_handlers=openai_exception_handlers,  # type: ignore[arg-type]
+)
+async def create_chat_completion(request: AnyRequest) -> Response[Any]:
+    service: ChatCompletionsService = request.app.state.chat
+    params = parse_request(await request.body(), request.headers.get("content-type"))
+    prepared = await service.prepare(params)
+    headers = {"x-request-id": request_id_of(request.scope)}  # where the OpenAI SDK reads it
+    if params.stream:
+        return Stream(
+            sse_chunks(service.stream(prepared)),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-cache", "x-accel-buffering": "no", **headers},
+        )
+    completion = await _unless_disconnected(request.receive, service.create(prepared))
+    return Response(completion.model_dump(mode="json"), media_type="application/json", headers=headers)
+
+
 async def _unless_disconnected(receive: Receive, work: Awaitable[T]) -> T:
     """Await `work`, cancelling it (and so the generation) if the client goes away first.
     The body has been read, so the next ASGI message can only be `http.disconnect`."""
@@ -94,4 +117,4 @@ async def _disconnected(receive: Receive) -> None:
         pass
 
 
-route_handlers = [create_message, count_tokens, list_models, get_model]
+route_handlers = [create_message, count_tokens, list_models, get_model, create_chat_completion]

@@ -7,13 +7,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import jiter
 
 from reference_server.catalog import ModelCatalog
-from reference_server.engine.base import Engine, EngineRequest, FinishReason, Grammar, Sampling
+from reference_server.engine.base import (
+    Engine,
+    EngineRequest,
+    FinishReason,
+    Grammar,
+    ModelCard,
+    Sampling,
+)
 from reference_server.engine.constraint import check_grammar
 from reference_server.engine.errors import GrammarError, PromptTooLongError, TokenizerError
 from reference_server.errors import InternalServerError, InvalidRequestError
@@ -52,7 +59,14 @@ from reference_server.validation import (
     reject_unsupported,
 )
 
-__all__ = ["MessagesService", "Outcome", "PreparedMessage"]
+__all__ = [
+    "ContextWindowExceeded",
+    "MessagesService",
+    "Outcome",
+    "PreparedMessage",
+    "SchemaFault",
+    "grammar_fault",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +81,16 @@ class PreparedMessage:
     bounded_by_context: bool
     # The model may write tool calls: its text is parsed for them (tools/calls.py).
     parse_calls: bool = False
+
+
+class ContextWindowExceeded(InvalidRequestError):
+    """The prompt leaves no room for a generated token (its own class so that every dialect
+    can word it)."""
+
+    def __init__(self, prompt_tokens: int, context_window: int) -> None:
+        super().__init__(f"prompt is too long: {prompt_tokens} tokens > {context_window - 1} maximum")
+        self.prompt_tokens = prompt_tokens
+        self.context_window = context_window
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,17 +132,34 @@ class MessagesService:
             top_k=params.top_k,
         )
         specs = tuple(tool.spec() for tool in tools)
-        probe = EngineRequest(card.id, turns, params.max_tokens, sampling, tools=specs)
-        input_tokens = await self._count(probe, card.context_window)
-        room = card.context_window - input_tokens
-        budget = min(params.max_tokens, room)
-        return PreparedMessage(
-            request=EngineRequest(card.id, turns, budget, sampling, tools=specs, constraint=grammar),
+        return await self.plan(
+            card,
+            EngineRequest(card.id, turns, params.max_tokens, sampling, tools=specs, constraint=grammar),
             requested_model=params.model,
-            input_tokens=input_tokens,
             stop_sequences=stops,
-            bounded_by_context=budget < params.max_tokens,
             parse_calls=policy.may_call,
+        )
+
+    async def plan(
+        self,
+        card: ModelCard,
+        request: EngineRequest,
+        *,
+        requested_model: str,
+        stop_sequences: tuple[str, ...],
+        parse_calls: bool,
+    ) -> PreparedMessage:
+        """Count `request`'s prompt and bound its `max_tokens` (the caller's) by the context
+        window: the common end of every dialect's preparation."""
+        input_tokens = await self._count(request, card.context_window)
+        budget = min(request.max_tokens, card.context_window - input_tokens)
+        return PreparedMessage(
+            request=replace(request, max_tokens=budget),
+            requested_model=requested_model,
+            input_tokens=input_tokens,
+            stop_sequences=stop_sequences,
+            bounded_by_context=budget < request.max_tokens,
+            parse_calls=parse_calls,
         )
 
     async def count_tokens(self, params: MessageCountTokensParams) -> MessageTokensCount:
@@ -139,7 +180,7 @@ class MessagesService:
         except TokenizerError as exc:  # e.g. a chat template refusing the conversation
             raise InvalidRequestError(f"messages: {exc}") from None
         if tokens >= context_window:
-            raise InvalidRequestError(f"prompt is too long: {tokens} tokens > {context_window - 1} maximum")
+            raise ContextWindowExceeded(tokens, context_window)
         return tokens
 
     async def run(self, prepared: PreparedMessage) -> AsyncIterator[Piece]:
@@ -303,6 +344,34 @@ def _output_schema(params: PromptParams) -> Mapping[str, Any] | None:
     return config.format.schema_ if config is not None and config.format is not None else None
 
 
+@dataclass(frozen=True, slots=True)
+class SchemaFault:
+    """A schema llguidance cannot enforce: a tool's input schema, or (tool None) the output schema."""
+
+    tool: ToolDefinition | None
+    problem: str
+
+
+def grammar_fault(
+    grammar: Grammar, policy: ToolPolicy, output_schema: Mapping[str, Any] | None
+) -> SchemaFault | None:
+    """None when llguidance builds `grammar`, else the schema at fault. A fault in a grammar
+    built from schemas that each compile is the server's: a 500."""
+    try:
+        check_grammar(grammar)
+        return None
+    except GrammarError as exc:
+        problem = str(exc)
+    for tool in policy.tools if policy.may_call else ():
+        try:
+            check_grammar(json_schema_grammar(tool.input_schema))
+        except GrammarError as exc:
+            return SchemaFault(tool, str(exc))
+    if output_schema is not None:
+        return SchemaFault(None, problem)
+    raise InternalServerError(f"the server built an invalid grammar: {problem}")
+
+
 def _check_grammar(
     grammar: Grammar,
     tools: tuple[ToolDefinition, ...],
@@ -311,24 +380,15 @@ def _check_grammar(
 ) -> None:
     """A grammar llguidance cannot build is a 400 naming the schema at fault, never an
     unconstrained call."""
-    try:
-        check_grammar(grammar)
+    fault = grammar_fault(grammar, policy, output_schema)
+    if fault is None:
         return
-    except GrammarError as exc:
-        problem = str(exc)
-    for index, tool in enumerate(tools):
-        if not policy.may_call or tool not in policy.tools:
-            continue
-        try:
-            check_grammar(json_schema_grammar(tool.input_schema))
-        except GrammarError as exc:
-            raise InvalidRequestError(
-                f"tools.{index}.custom.input_schema: this server cannot enforce this schema with "
-                f"constrained decoding ({exc})"
-            ) from None
-    if output_schema is not None:
+    if fault.tool is not None:
         raise InvalidRequestError(
-            f"output_config.format.schema: this server cannot enforce this schema with constrained "
-            f"decoding ({problem})"
+            f"tools.{tools.index(fault.tool)}.custom.input_schema: this server cannot enforce this schema "
+            f"with constrained decoding ({fault.problem})"
         )
-    raise InternalServerError(f"the server built an invalid grammar: {problem}")
+    raise InvalidRequestError(
+        f"output_config.format.schema: this server cannot enforce this schema with constrained "
+        f"decoding ({fault.problem})"
+    )
