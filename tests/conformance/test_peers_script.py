@@ -1,0 +1,72 @@
+"""scripts/peers.py (`nox -s peers`) without the peers: the LiteLLM configuration it writes, and
+one column judged against the reference server with its baseline, then put in a matrix. The
+peers themselves (LiteLLM from PyPI) run only under `nox -s peers`."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from .suite import API_KEY
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "peers.py"
+
+
+@pytest.fixture(scope="module")
+def peers() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("peers_script", SCRIPT)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_litellm_config_has_both_routes_to_the_upstream(peers):
+    config = json.loads(peers.litellm_config("http://127.0.0.1:9", "tiny-random"))
+    routes = {m["model_name"]: m["litellm_params"] for m in config["model_list"]}
+    assert routes == {
+        "tiny-random-anthropic": {
+            "model": "anthropic/tiny-random",
+            "api_base": "http://127.0.0.1:9",
+            "api_key": peers.SERVER_KEY,
+        },
+        "tiny-random-openai": {
+            "model": "openai/tiny-random",
+            "api_base": "http://127.0.0.1:9/v1",
+            "api_key": peers.SERVER_KEY,
+        },
+    }
+    # Without this LiteLLM sends /v1/messages for openai/ models to the Responses API.
+    assert config["litellm_settings"] == {"use_chat_completions_url_for_anthropic_messages": True}
+    assert config["general_settings"]["master_key"] == peers.PEER_KEY
+
+
+def test_without_python312_ogx_is_skipped_with_the_reason(peers, monkeypatch):
+    monkeypatch.setattr(peers.shutil, "which", lambda name: None)
+    assert "python3.12" in peers.ogx_skip_reason()
+
+
+@pytest.mark.mlx
+def test_a_column_is_judged_against_its_baseline_and_put_in_the_matrix(peers, tiny_random_url, tmp_path):
+    column = peers.Column("reference", tiny_random_url, "tiny-random", API_KEY)
+    baselines = tmp_path / "baselines"
+    select = "msg_001 or msg_003"
+    run, code = peers.judge(column, tmp_path / "reports", logs=tmp_path, select=select, baselines=baselines)
+    assert code == 0
+    assert run.slug == "reference"
+    assert run.verdicts == {"MSG-001": "PASS", "MSG-003": "PASS"}
+    # A baseline entry that passes now is stale: the column's gate fails.
+    baselines.mkdir()
+    (baselines / "reference.toml").write_text('[expected_failures]\n"MSG-003" = "was broken"\n')
+    _, code = peers.judge(column, tmp_path / "reports", logs=tmp_path, select=select, baselines=baselines)
+    assert code == 1
+    page, table = peers.write_matrix([run], tmp_path / "matrix")
+    assert "| MSG-003 | MUST |" in table.read_text()
+    assert page.is_file()
