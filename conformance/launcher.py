@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-__all__ = ["ServerFailedToStart", "free_port", "reference_server", "wait_until_ready"]
+__all__ = ["ServerFailedToStart", "free_port", "reference_server", "stop", "wait_until_ready"]
 
 
 class ServerFailedToStart(RuntimeError):
@@ -90,9 +90,14 @@ def reference_server(
             wait_until_ready(url, process, log, timeout=timeout, api_key=api_key)
             yield url
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop(process)
+
+
+def stop(process: subprocess.Popen[bytes], grace: float = 15.0) -> None:
+    """Terminate `process`, and kill it if it has not exited after `grace` seconds."""
+    process.terminate()
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

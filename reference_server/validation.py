@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -29,10 +29,12 @@ from reference_server.protocol import (
 from reference_server.tools.history import check_tool_pairing, tool_call, tool_result_turn
 
 __all__ = [
+    "BodyProblem",
     "build_turns",
     "check_cache_breakpoints",
     "check_stop_sequences",
     "error_path",
+    "json_object",
     "parse_body",
     "parse_limit",
     "reject_unsupported",
@@ -44,17 +46,39 @@ ParamsT = TypeVar("ParamsT", bound=BaseModel)
 BLOCK_SEPARATOR = "\n\n"
 
 
-def parse_body(raw: bytes, content_type: str | None, model: type[ParamsT]) -> ParamsT:
-    """Bytes → validated params, or the first problem as an InvalidRequestError."""
+class BodyProblem(Exception):
+    """Why a request body is not a JSON object; each dialect words it its own way."""
+
+    def __init__(self, kind: Literal["content-type", "json", "not-object"], detail: str) -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.detail = detail
+
+
+def json_object(raw: bytes, content_type: str | None) -> dict[str, Any]:
+    """The body as a JSON object, or a BodyProblem: wrong content type, not JSON, not an object."""
     media_type = (content_type or "").split(";", 1)[0].strip().lower()
     if media_type != "application/json":
-        raise InvalidRequestError(f"content-type: expected application/json, got {content_type or 'nothing'}")
+        raise BodyProblem("content-type", f"expected application/json, got {content_type or 'nothing'}")
     try:
         data = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidRequestError(f"The request body is not valid JSON: {exc}") from None
+        raise BodyProblem("json", str(exc)) from None
     if not isinstance(data, dict):
-        raise InvalidRequestError("The request body must be a JSON object")
+        raise BodyProblem("not-object", "expected a JSON object")
+    return data
+
+
+def parse_body(raw: bytes, content_type: str | None, model: type[ParamsT]) -> ParamsT:
+    """Bytes → validated params, or the first problem as an InvalidRequestError."""
+    try:
+        data = json_object(raw, content_type)
+    except BodyProblem as problem:
+        if problem.kind == "content-type":
+            raise InvalidRequestError(f"content-type: {problem.detail}") from None
+        if problem.kind == "json":
+            raise InvalidRequestError(f"The request body is not valid JSON: {problem.detail}") from None
+        raise InvalidRequestError("The request body must be a JSON object") from None
     try:
         return model.model_validate(data)
     except ValidationError as exc:

@@ -34,7 +34,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from conformance.launcher import free_port, reference_server  # noqa: E402
+from conformance.launcher import free_port, reference_server, stop  # noqa: E402
 from conformance.matrix import Run, load_run, write_matrix  # noqa: E402
 
 SERVER_KEY = "peers-upstream-key"  # what the peers send to our server
@@ -92,12 +92,7 @@ def litellm_proxy(executable: Path, upstream: str, model: str, logs: Path) -> It
                 _wait(f"{url}/health/liveliness", process, log, timeout=180)
                 yield url
             finally:
-                process.terminate()
-                try:
-                    process.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+                stop(process)
 
 
 def _wait(url: str, process: subprocess.Popen[bytes], log: Path, *, timeout: float) -> None:

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from reference_server.engine.base import ModelCard, ToolCall, Turn
 from reference_server.tools.definitions import ToolDefinition, ToolPolicy
-from reference_server.validation import BLOCK_SEPARATOR
+from reference_server.validation import BLOCK_SEPARATOR, BodyProblem, json_object
 
 from .errors import OpenAIError
 from .requests import (
@@ -50,15 +50,12 @@ _EMPTY_OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
 
 def parse_request(raw: bytes, content_type: str | None) -> ChatCompletionParams:
     """Bytes → validated params; unknown top-level arguments are refused as OpenAI does."""
-    media_type = (content_type or "").split(";", 1)[0].strip().lower()
-    if media_type != "application/json":
-        raise OpenAIError(f"Invalid content-type: expected application/json, got {content_type or 'nothing'}")
     try:
-        data = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise OpenAIError(f"We could not parse the JSON body of your request: {exc}") from None
-    if not isinstance(data, dict):
-        raise OpenAIError("We could not parse the JSON body of your request: expected a JSON object")
+        data = json_object(raw, content_type)
+    except BodyProblem as problem:
+        if problem.kind == "content-type":
+            raise OpenAIError(f"Invalid content-type: {problem.detail}") from None
+        raise OpenAIError(f"We could not parse the JSON body of your request: {problem.detail}") from None
     unknown = sorted(set(data) - _KNOWN)
     if unknown:
         plural = "s" if len(unknown) > 1 else ""
