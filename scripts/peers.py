@@ -1,7 +1,7 @@
 """Real peers, one command (`nox -s peers`): other people's Anthropic-compatible servers judged
 by the suite in front of our reference server, and one matrix of them all.
 
-The reference server runs on loopback (`--model`, default the embedded SmolLM2). In front of
+The reference server runs on loopback (`--model`, default tiny-random for a bounded run). In front of
 it, LiteLLM's proxy serves `POST /v1/messages` two ways: `litellm-anthropic` forwards the
 Anthropic request to our `/v1/messages` (its `anthropic/` provider), `litellm-openai`
 translates it to our OpenAI-compatible `/v1/chat/completions` and the answer back (its
@@ -39,6 +39,7 @@ from conformance.matrix import Run, load_run, write_matrix  # noqa: E402
 
 SERVER_KEY = "peers-upstream-key"  # what the peers send to our server
 PEER_KEY = "sk-peers"  # what the suite sends to the peers (LiteLLM's master key)
+BASELINES = ROOT / "reports" / "baselines"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,24 +108,34 @@ def _wait(url: str, process: subprocess.Popen[bytes], log: Path, *, timeout: flo
     raise SystemExit(f"{url}: the peer was not ready after {timeout:.0f} s; see {log}")
 
 
+def python312() -> str | None:
+    """A Python 3.12 that runs: on PATH, else one pyenv installed (its shim may not select it)."""
+    candidates = [
+        shutil.which("python3.12"),
+        *map(str, Path.home().glob(".pyenv/versions/3.12*/bin/python3.12")),
+    ]
+    for candidate in filter(None, candidates):
+        probe = subprocess.run([candidate, "--version"], capture_output=True, check=False)
+        if probe.returncode == 0:
+            return candidate
+    return None
+
+
 def ogx_skip_reason() -> str:
     """Why OGX cannot be judged on this machine (empty: it can)."""
-    python312 = shutil.which("python3.12")
-    if python312 is None:
-        return "no python3.12 on PATH (OGX needs Python 3.12)"
+    interpreter = python312()
+    if interpreter is None:
+        return "no Python 3.12 here (OGX needs it)"
     probe = subprocess.run(
-        [python312, "-m", "pip", "download", "--no-deps", "--quiet", "-d", tempfile.mkdtemp(), "ogx"],
+        [interpreter, "-m", "pip", "download", "--no-deps", "--quiet", "-d", tempfile.mkdtemp(), "ogx"],
         capture_output=True,
         text=True,
         check=False,
     )
     if probe.returncode != 0:
-        last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
-        return f"python3.12 is here, but the package index has no `ogx` ({last})"
+        errors = [line for line in probe.stderr.splitlines() if line.startswith("ERROR:")]
+        return f"{interpreter} is here, but pip cannot get `ogx` ({(errors or ['no output'])[-1]})"
     return ""
-
-
-BASELINES = ROOT / "reports" / "baselines"
 
 
 def judge(
@@ -173,7 +184,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--litellm", type=Path, required=True, help="the `litellm` executable (proxy extra)")
-    parser.add_argument("--model", default="smollm2-135m-instruct", help="what the reference server serves")
+    parser.add_argument("--model", default="tiny-random", help="what the reference server serves")
     parser.add_argument("--reports", type=Path, default=ROOT / "reports", help="where runs and the matrix go")
     parser.add_argument("--update-baselines", action="store_true", help="write today's failures as baselines")
     parser.add_argument("-k", dest="select", help="only these properties (plumbline -k), for a quick look")

@@ -197,6 +197,9 @@ class ChatCompletionParams(_Param):
     max_completion_tokens: StrictInt | None = None
     temperature: Annotated[StrictFloat, Field(ge=0, le=2)] | None = None
     top_p: Annotated[StrictFloat, Field(ge=0, le=1)] | None = None
+    # Not OpenAI's, but the sampling extension vLLM, llama.cpp and Ollama take, and what
+    # Anthropic-to-OpenAI gateways (LiteLLM) forward: honoured; -1 or 0 means no limit.
+    top_k: Annotated[StrictInt, Field(ge=-1)] | None = None
     stop: (
         Annotated[
             Annotated[StrictStr, Tag("as-string")]

@@ -76,7 +76,9 @@ class ChatCompletionsService:
         if grammar is not None:
             _check_grammar(grammar, tools, policy, schema)
         sampling = Sampling(
-            temperature=1.0 if params.temperature is None else params.temperature, top_p=params.top_p
+            temperature=1.0 if params.temperature is None else params.temperature,
+            top_p=params.top_p,
+            top_k=params.top_k if params.top_k is not None and params.top_k > 0 else None,
         )
         specs = tuple(tool.spec() for tool in tools)
         request = EngineRequest(card.id, turns, limit, sampling, tools=specs, constraint=grammar)

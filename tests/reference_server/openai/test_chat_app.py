@@ -95,6 +95,13 @@ def test_sampling_and_accepted_fields(client, engine):
     assert (sampling.temperature, sampling.top_p, sampling.top_k) == (0, 0.5, None)
     client.post("/v1/chat/completions", json=chat(temperature=1.5))
     assert engine.requests[-1].sampling.temperature == 1.5
+    # top_k: the vLLM-style extension gateways forward; -1 and 0 mean no limit.
+    for top_k, expected in ((40, 40), (0, None), (-1, None)):
+        assert client.post("/v1/chat/completions", json=chat(top_k=top_k)).status_code == 200
+        assert engine.requests[-1].sampling.top_k == expected
+    assert_openai_error(
+        client.post("/v1/chat/completions", json=chat(top_k=-2)), 400, "invalid_value", "top_k"
+    )
 
 
 def test_a_failure_mid_stream_is_an_error_line_without_done():
