@@ -79,7 +79,7 @@ async def _add_request_id(message: Message, scope: Scope) -> None:
 
 def _check_headers(settings: Settings) -> Guard:
     """Guard: API key (x-api-key or Bearer, constant-time, never logged), then the
-    `anthropic-version` header the API requires (not on the OpenAI route)."""
+    `anthropic-version` header the API requires (not on the OpenAI or negotiated routes)."""
     expected = settings.api_key.encode() if settings.api_key else None
 
     def guard(connection: ASGIConnection, handler: BaseRouteHandler) -> None:  # type: ignore[type-arg]
@@ -91,7 +91,8 @@ def _check_headers(settings: Settings) -> Guard:
                 offered = token.strip() if scheme.lower() == "bearer" else None
             if offered is None or not hmac.compare_digest(offered.encode(), expected):
                 raise AuthenticationError("invalid x-api-key")
-        if handler.opt.get("dialect") != "openai" and not headers.get("anthropic-version"):
+        # The OpenAI route needs no version; the models routes serve OpenAI's shape without one.
+        if handler.opt.get("dialect") is None and not headers.get("anthropic-version"):
             raise InvalidRequestError("anthropic-version: header is required")
 
     return guard

@@ -86,6 +86,10 @@ class ModelCatalog:
                 return self._cards[alias.target]
         raise NotFoundError(f"model: {model_id}")
 
+    def cards(self) -> list[ModelCard]:
+        """The served models, in list order (aliases are not models)."""
+        return [self._cards[i] for i in self._order]
+
     def info(self, model_id: str) -> ModelInfo:
         return _model_info(self.resolve(model_id))
 

@@ -10,9 +10,11 @@ from litestar import Request, Response, get, post
 from litestar.response import Stream
 from litestar.types import Receive
 
+from reference_server.errors import NotFoundError
 from reference_server.ids import request_id_of
 from reference_server.openai import ChatCompletionsService, parse_request, sse_chunks
 from reference_server.openai import exception_handlers as openai_exception_handlers
+from reference_server.openai import models as openai_models
 from reference_server.protocol import MessageCountTokensParams, MessageCreateParams
 from reference_server.serving import MessagesService
 from reference_server.settings import Settings
@@ -61,8 +63,15 @@ async def count_tokens(request: AnyRequest) -> Response[Any]:
     return _json(await _service(request).count_tokens(params))
 
 
-@get("/v1/models")
+def _speaks_openai(request: AnyRequest) -> bool:
+    """A models request without `anthropic-version` is an OpenAI client's (openai/models.py)."""
+    return not request.headers.get("anthropic-version")
+
+
+@get("/v1/models", opt={"dialect": "negotiated"})
 async def list_models(request: AnyRequest) -> Response[Any]:
+    if _speaks_openai(request):
+        return _json(openai_models.model_list(_service(request).catalog.cards()))
     query = request.query_params
     page = _service(request).catalog.page(
         after_id=query.get("after_id"),
@@ -72,9 +81,16 @@ async def list_models(request: AnyRequest) -> Response[Any]:
     return _json(page)
 
 
-@get("/v1/models/{model_id:str}")
+@get("/v1/models/{model_id:str}", opt={"dialect": "negotiated"})
 async def get_model(request: AnyRequest) -> Response[Any]:
-    return _json(_service(request).catalog.info(request.path_params["model_id"]))
+    catalog, model_id = _service(request).catalog, request.path_params["model_id"]
+    if not _speaks_openai(request):
+        return _json(catalog.info(model_id))
+    try:
+        return _json(openai_models.openai_model(catalog.resolve(model_id)))
+    except NotFoundError:
+        body = openai_models.model_not_found(model_id).model_dump(mode="json")
+        return Response(body, status_code=404, media_type="application/json")
 
 
 @post(

@@ -126,3 +126,25 @@ def test_auth_guard_speaks_openai_here_and_anthropic_there(client):
     # The Anthropic routes still require anthropic-version.
     response = client.post("/v1/messages", json={"model": "scripted", "max_tokens": 5, "messages": []})
     assert response.json()["error"]["message"] == "anthropic-version: header is required"
+
+
+def test_models_without_anthropic_version_are_openai_shaped(client):
+    listing = client.get("/v1/models")
+    assert listing.status_code == 200
+    body = listing.json()
+    assert body["object"] == "list"
+    assert [(m["id"], m["object"], m["owned_by"]) for m in body["data"]] == [
+        ("scripted", "model", "plumbline")
+    ]
+    assert isinstance(body["data"][0]["created"], int)
+    # Through an alias, the served model answers; an unknown id is OpenAI's 404.
+    assert client.get("/v1/models/gpt-4o").json()["id"] == "scripted"
+    assert_openai_error(client.get("/v1/models/nope"), 404, "model_not_found", "model")
+    # With the header, the same routes speak Anthropic.
+    anthropic = client.get("/v1/models", headers={"anthropic-version": "2023-06-01"}).json()
+    assert anthropic["data"][0]["type"] == "model"
+    assert anthropic["has_more"] is False
+    missing = client.get("/v1/models/nope", headers={"anthropic-version": "2023-06-01"}).json()
+    assert missing["error"]["type"] == "not_found_error"
+    # The key is still required either way.
+    assert client.get("/v1/models", headers={"authorization": "Bearer wrong"}).status_code == 401

@@ -106,3 +106,8 @@ def test_errors_are_the_sdks_error_classes(client):
         pytest.raises(openai.AuthenticationError),
     ):
         create(stranger)
+
+
+def test_the_sdk_lists_and_retrieves_models(client):
+    assert [m.id for m in client.models.list()] == ["tiny-random"]
+    assert client.models.retrieve("tiny-random").owned_by == "plumbline"

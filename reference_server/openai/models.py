@@ -1,0 +1,49 @@
+"""`GET /v1/models` as OpenAI clients read it. The route is shared with the Anthropic API and
+negotiated as LiteLLM's proxy does it: a request with `anthropic-version` gets Anthropic's
+`ModelInfo` list, one without gets OpenAI's `{"object": "list", "data": [...]}` (OpenAI SDKs,
+and gateways such as LiteLLM and OGX probing an OpenAI-compatible upstream, send no such header).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from reference_server.engine.base import ModelCard
+
+from .responses import ErrorBody, ErrorDetail, Wire
+
+__all__ = ["OpenAIModel", "OpenAIModelList", "model_list", "model_not_found", "openai_model"]
+
+OWNER = "plumbline"
+
+
+class OpenAIModel(Wire):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str = OWNER
+
+
+class OpenAIModelList(Wire):
+    object: Literal["list"] = "list"
+    data: list[OpenAIModel]
+
+
+def openai_model(card: ModelCard) -> OpenAIModel:
+    return OpenAIModel(id=card.id, created=int(card.created_at.timestamp()))
+
+
+def model_list(cards: Sequence[ModelCard]) -> OpenAIModelList:
+    return OpenAIModelList(data=[openai_model(card) for card in cards])
+
+
+def model_not_found(model_id: str) -> ErrorBody:
+    return ErrorBody(
+        error=ErrorDetail(
+            message=f"The model `{model_id}` does not exist or you do not have access to it.",
+            type="invalid_request_error",
+            param="model",
+            code="model_not_found",
+        )
+    )
