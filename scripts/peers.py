@@ -1,17 +1,25 @@
 """Real peers, one command (`nox -s peers`): other people's Anthropic-compatible servers judged
 by the suite in front of our reference server, and one matrix of them all.
 
-The reference server runs on loopback (`--model`, default tiny-random for a bounded run). In front of
-it, LiteLLM's proxy serves `POST /v1/messages` two ways: `litellm-anthropic` forwards the
-Anthropic request to our `/v1/messages` (its `anthropic/` provider), `litellm-openai`
-translates it to our OpenAI-compatible `/v1/chat/completions` and the answer back (its
-`openai/` provider, with `use_chat_completions_url_for_anthropic_messages`, since it would
-otherwise call the Responses API, which we do not serve). Each column is one `plumbline` run
-with its committed baseline (`reports/baselines/<slug>.toml`); `--update-baselines` writes
-today's failures there instead of gating on them. OGX (Llama Stack renamed) needs Python 3.12
-and its `ogx` package; where either is missing it is skipped, with the reason printed.
+The reference server runs on loopback (`--model`, default tiny-random for a bounded run). In
+front of it, each peer serves `POST /v1/messages` two ways:
+- LiteLLM's proxy: `litellm-anthropic` forwards the Anthropic request to our `/v1/messages`
+  (its `anthropic/` provider); `litellm-openai` translates it to our OpenAI-compatible
+  `/v1/chat/completions` and the answer back (its `openai/` provider, with
+  `use_chat_completions_url_for_anthropic_messages`, since it would otherwise call the
+  Responses API, which we do not serve).
+- OGX (Llama Stack renamed; Python 3.12): `ogx-passthrough` through its `remote::vllm`
+  provider, which forwards to our `/v1/messages`; `ogx-openai` through `remote::openai`, which
+  translates to our `/v1/chat/completions`. Where no Python 3.12 or no `ogx` package can be
+  had, OGX is skipped with the reason printed.
+Each column is one `plumbline` run gated by its committed baseline
+(`reports/baselines/<slug>.toml`); `--update-baselines` writes today's failures there.
 
-    python scripts/peers.py --litellm .nox/peers/litellm/bin/litellm [--model tiny-random]
+Each peer is installed from PyPI into its own virtual environment under `--venvs`
+(default `.cache/peers/`), once per pinned version: they pin what they need (fastapi, rich,
+boto3, ...), apart from the suite's.
+
+    python scripts/peers.py [--model M] [--update-baselines] [--no-ogx] [-k EXPR]
 """
 
 from __future__ import annotations
@@ -37,6 +45,10 @@ sys.path.insert(0, str(ROOT))
 from conformance.launcher import free_port, reference_server, stop  # noqa: E402
 from conformance.matrix import Run, load_run, write_matrix  # noqa: E402
 
+# Newer LiteLLM releases need `litellm-proxy`, which the package index here lacks; 1.106.0
+# still ships the proxy inside `litellm`. `ogx` is published for Python 3.12 and newer only.
+LITELLM = "litellm[proxy]==1.106.0"
+OGX = "ogx==1.5.0"
 SERVER_KEY = "peers-upstream-key"  # what the peers send to our server
 PEER_KEY = "sk-peers"  # what the suite sends to the peers (LiteLLM's master key)
 BASELINES = ROOT / "reports" / "baselines"
@@ -47,7 +59,7 @@ class Column:
     slug: str
     url: str
     model: str
-    api_key: str
+    api_key: str | None  # None: the target takes no key (its AUTH-* properties are SKIP)
 
 
 def litellm_config(upstream: str, model: str) -> str:
@@ -96,6 +108,80 @@ def litellm_proxy(executable: Path, upstream: str, model: str, logs: Path) -> It
                 stop(process)
 
 
+def ogx_config(upstream: str, model: str, port: int, state: Path) -> str:
+    """A minimal OGX stack: inference through vLLM's adapter (passthrough to our Messages API)
+    and OpenAI's (translation to our chat completions), and the built-in Messages API."""
+    config = {
+        "version": 2,
+        "distro_name": "plumbline-peers",
+        "apis": ["inference", "messages"],
+        "providers": {
+            "inference": [
+                {
+                    "provider_id": "vllm",
+                    "provider_type": "remote::vllm",
+                    "config": {"base_url": f"{upstream}/v1", "api_token": SERVER_KEY},
+                },
+                {
+                    "provider_id": "openai",
+                    "provider_type": "remote::openai",
+                    "config": {"base_url": f"{upstream}/v1", "api_key": SERVER_KEY},
+                },
+            ],
+            "messages": [
+                {
+                    "provider_id": "builtin",
+                    "provider_type": "inline::builtin",
+                    "config": {"kvstore": {"namespace": "message_batches", "backend": "kv_default"}},
+                }
+            ],
+        },
+        "storage": {
+            "backends": {
+                "kv_default": {"type": "kv_sqlite", "db_path": str(state / "kv.db")},
+                "sql_default": {"type": "sql_sqlite", "db_path": str(state / "sql.db")},
+            },
+            "stores": {
+                "metadata": {"namespace": "registry", "backend": "kv_default"},
+                "inference": {"table_name": "inference_store", "backend": "sql_default"},
+            },
+        },
+        "registered_resources": {
+            "models": [
+                {
+                    "metadata": {},
+                    "model_id": f"{model}-{provider}",
+                    "provider_id": provider,
+                    "provider_model_id": model,
+                    "model_type": "llm",
+                }
+                for provider in ("vllm", "openai")
+            ]
+        },
+        "server": {"port": port},
+    }
+    return json.dumps(config, indent=2)
+
+
+@contextlib.contextmanager
+def ogx_stack(executable: Path, upstream: str, model: str, logs: Path) -> Iterator[str]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with tempfile.TemporaryDirectory() as workdir:
+        config = Path(workdir) / "config.yaml"
+        config.write_text(ogx_config(upstream, model, port, Path(workdir)))
+        log = logs / "ogx.log"
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "OGX_TELEMETRY_ENABLED": "false"}
+        with log.open("wb") as sink:
+            command = [str(executable), "run", str(config), "--port", str(port), "--insecure"]
+            process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=workdir)
+            try:
+                _wait(f"{url}/v1/health", process, log, timeout=180)
+                yield url
+            finally:
+                stop(process)
+
+
 def _wait(url: str, process: subprocess.Popen[bytes], log: Path, *, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -106,6 +192,19 @@ def _wait(url: str, process: subprocess.Popen[bytes], log: Path, *, timeout: flo
                 return
         time.sleep(0.5)
     raise SystemExit(f"{url}: the peer was not ready after {timeout:.0f} s; see {log}")
+
+
+def ensure_venv(python: str, directory: Path, requirement: str) -> Path:
+    """A virtual environment with `requirement` installed (kept while the pin is the same);
+    returns its bin directory."""
+    stamp = directory / "installed.txt"
+    if not stamp.is_file() or stamp.read_text() != requirement:
+        print(f"installing {requirement} into {directory}", flush=True)
+        subprocess.run([python, "-m", "venv", "--clear", str(directory)], check=True)
+        pip = [str(directory / "bin" / "python"), "-m", "pip", "install", "--quiet", requirement]
+        subprocess.run(pip, check=True)
+        stamp.write_text(requirement)
+    return directory / "bin"
 
 
 def python312() -> str | None:
@@ -121,21 +220,15 @@ def python312() -> str | None:
     return None
 
 
-def ogx_skip_reason() -> str:
-    """Why OGX cannot be judged on this machine (empty: it can)."""
+def ogx_executable(venvs: Path) -> tuple[Path | None, str]:
+    """OGX's `ogx` command, installed on a Python 3.12 here; else None and why not."""
     interpreter = python312()
     if interpreter is None:
-        return "no Python 3.12 here (OGX needs it)"
-    probe = subprocess.run(
-        [interpreter, "-m", "pip", "download", "--no-deps", "--quiet", "-d", tempfile.mkdtemp(), "ogx"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if probe.returncode != 0:
-        errors = [line for line in probe.stderr.splitlines() if line.startswith("ERROR:")]
-        return f"{interpreter} is here, but pip cannot get `ogx` ({(errors or ['no output'])[-1]})"
-    return ""
+        return None, "no Python 3.12 here (OGX needs it)"
+    try:
+        return ensure_venv(interpreter, venvs / "ogx", OGX) / "ogx", ""
+    except subprocess.CalledProcessError as exc:
+        return None, f"{interpreter} is here, but installing {OGX} failed (exit {exc.returncode})"
 
 
 def judge(
@@ -159,15 +252,17 @@ def judge(
         column.url,
         "--model",
         column.model,
-        "--api-key",
-        column.api_key,
         "--profile",
         str(profile),
         "--report-dir",
         str(reports),
         "--baseline",
         str(baseline),
+        "--seed",  # the same generated requests every run, so the baselines are reproducible
+        "1",
     ]
+    if column.api_key:
+        command += ["--api-key", column.api_key]
     if update_baseline:
         command.append("--update-baseline")
     if select:
@@ -183,7 +278,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--litellm", type=Path, required=True, help="the `litellm` executable (proxy extra)")
+    parser.add_argument("--venvs", type=Path, default=ROOT / ".cache" / "peers", help="the peers' venvs")
+    parser.add_argument("--no-ogx", action="store_true", help="judge LiteLLM only")
     parser.add_argument("--model", default="tiny-random", help="what the reference server serves")
     parser.add_argument("--reports", type=Path, default=ROOT / "reports", help="where runs and the matrix go")
     parser.add_argument("--update-baselines", action="store_true", help="write today's failures as baselines")
@@ -194,22 +290,34 @@ def main() -> int:
     started = time.monotonic()
     runs: list[Run] = []
     codes: dict[str, int] = {}
-    with (
-        reference_server(args.model, log=logs / "reference-server.log", api_key=SERVER_KEY) as upstream,
-        litellm_proxy(args.litellm, upstream, args.model, logs) as proxy,
-    ):
-        columns = [
-            Column("reference", upstream, args.model, SERVER_KEY),
-            Column("litellm-anthropic", proxy, f"{args.model}-anthropic", PEER_KEY),
-            Column("litellm-openai", proxy, f"{args.model}-openai", PEER_KEY),
-        ]
+
+    def judge_all(columns: list[Column]) -> None:
         for column in columns:
             run, code = judge(
                 column, args.reports, logs=logs, update_baseline=args.update_baselines, select=args.select
             )
             runs.append(run)
             codes[column.slug] = code
-    reason = ogx_skip_reason()
+
+    litellm = ensure_venv(sys.executable, args.venvs / "litellm", LITELLM) / "litellm"
+    ogx, reason = (None, "--no-ogx") if args.no_ogx else ogx_executable(args.venvs)
+    with reference_server(args.model, log=logs / "reference-server.log", api_key=SERVER_KEY) as upstream:
+        judge_all([Column("reference", upstream, args.model, SERVER_KEY)])
+        with litellm_proxy(litellm, upstream, args.model, logs) as proxy:
+            judge_all(
+                [
+                    Column("litellm-anthropic", proxy, f"{args.model}-anthropic", PEER_KEY),
+                    Column("litellm-openai", proxy, f"{args.model}-openai", PEER_KEY),
+                ]
+            )
+        if ogx is not None:
+            with ogx_stack(ogx, upstream, args.model, logs) as stack:
+                judge_all(
+                    [
+                        Column("ogx-passthrough", stack, f"vllm/{args.model}-vllm", None),
+                        Column("ogx-openai", stack, f"openai/{args.model}-openai", None),
+                    ]
+                )
     if reason:
         print(f"\nOGX: skipped: {reason}")
     page, table = write_matrix(runs, args.reports / "peers")

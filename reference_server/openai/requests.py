@@ -203,7 +203,9 @@ class ChatCompletionParams(_Param):
     stop: (
         Annotated[
             Annotated[StrictStr, Tag("as-string")]
-            | Annotated[list[StrictStr], Field(max_length=4), Tag("as-parts")],
+            # OpenAI takes up to 4; vLLM and llama.cpp any number, and gateways translating
+            # Anthropic's stop_sequences (no such limit) send them all.
+            | Annotated[list[StrictStr], Tag("as-parts")],
             Discriminator(_text_or_parts),
         ]
         | None

@@ -48,9 +48,30 @@ def test_the_litellm_config_has_both_routes_to_the_upstream(peers):
     assert config["general_settings"]["master_key"] == peers.PEER_KEY
 
 
-def test_without_python_312_ogx_is_skipped_with_the_reason(peers, monkeypatch):
+def test_without_python_312_ogx_is_skipped_with_the_reason(peers, monkeypatch, tmp_path):
     monkeypatch.setattr(peers, "python312", lambda: None)
-    assert peers.ogx_skip_reason() == "no Python 3.12 here (OGX needs it)"
+    assert peers.ogx_executable(tmp_path) == (None, "no Python 3.12 here (OGX needs it)")
+
+
+def test_the_ogx_config_routes_both_providers_to_the_upstream(peers, tmp_path):
+    config = json.loads(peers.ogx_config("http://127.0.0.1:9", "tiny-random", 1234, tmp_path))
+    providers = {p["provider_type"]: p["config"] for p in config["providers"]["inference"]}
+    assert providers == {
+        "remote::vllm": {"base_url": "http://127.0.0.1:9/v1", "api_token": peers.SERVER_KEY},
+        "remote::openai": {"base_url": "http://127.0.0.1:9/v1", "api_key": peers.SERVER_KEY},
+    }
+    models = {
+        m["model_id"]: (m["provider_id"], m["provider_model_id"])
+        for m in config["registered_resources"]["models"]
+    }
+    assert models == {
+        "tiny-random-vllm": ("vllm", "tiny-random"),
+        "tiny-random-openai": ("openai", "tiny-random"),
+    }
+    assert config["server"]["port"] == 1234
+    assert {b["db_path"] for b in config["storage"]["backends"].values()} <= {
+        str(tmp_path / n) for n in ("kv.db", "sql.db")
+    }
 
 
 @pytest.mark.mlx

@@ -81,6 +81,13 @@ def test_stop_strings_cut_the_text(client):
         completion = client.post("/v1/chat/completions", json=chat(stop=stop)).json()
         assert completion["choices"][0]["message"]["content"] == "Hello"
         assert completion["choices"][0]["finish_reason"] == "stop"
+    # More than OpenAI's four, as vLLM and llama.cpp take them (gateways translating
+    # Anthropic's stop_sequences send them all).
+    many = ["q1", "q2", "q3", "q4", ", w"]
+    assert (
+        client.post("/v1/chat/completions", json=chat(stop=many)).json()["choices"][0]["message"]["content"]
+        == "Hello"
+    )
     # Whitespace stops are fine on OpenAI's API (a common "\n" stop).
     completion = client.post("/v1/chat/completions", json=chat(stop=[" "])).json()
     assert completion["choices"][0]["message"]["content"] == "Hello,"
