@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,7 +63,7 @@ class Column:
 
 
 def litellm_config(upstream: str, model: str) -> str:
-    """One model name per route; JSON is YAML, so no YAML writer is needed."""
+    """LiteLLM's proxy config: one model name per route."""
     config = {
         "model_list": [
             {
@@ -91,21 +91,14 @@ def litellm_config(upstream: str, model: str) -> str:
 
 @contextlib.contextmanager
 def litellm_proxy(executable: Path, upstream: str, model: str, logs: Path) -> Iterator[str]:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    with tempfile.TemporaryDirectory() as workdir:
-        config = Path(workdir) / "config.yaml"
-        config.write_text(litellm_config(upstream, model))
-        env = {**os.environ, "LITELLM_TELEMETRY": "False", "NO_DOCS": "True", "PYTHONUNBUFFERED": "1"}
-        log = logs / "litellm.log"
-        with log.open("wb") as sink:
-            command = [str(executable), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
-            process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=workdir)
-            try:
-                _wait(f"{url}/health/liveliness", process, log, timeout=180)
-                yield url
-            finally:
-                stop(process)
+    with _peer(
+        lambda port, workdir: litellm_config(upstream, model),
+        lambda port, config: [str(executable), "--config", config, "--host", "127.0.0.1", f"--port={port}"],
+        health="/health/liveliness",
+        log=logs / "litellm.log",
+        env={"LITELLM_TELEMETRY": "False", "NO_DOCS": "True"},
+    ) as url:
+        yield url
 
 
 def ogx_config(upstream: str, model: str, port: int, state: Path) -> str:
@@ -165,21 +158,44 @@ def ogx_config(upstream: str, model: str, port: int, state: Path) -> str:
 
 @contextlib.contextmanager
 def ogx_stack(executable: Path, upstream: str, model: str, logs: Path) -> Iterator[str]:
+    with _peer(
+        lambda port, workdir: ogx_config(upstream, model, port, workdir),
+        lambda port, config: [str(executable), "run", config, "--port", str(port), "--insecure"],
+        health="/v1/health",
+        log=logs / "ogx.log",
+        env={"OGX_TELEMETRY_ENABLED": "false"},
+    ) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def _peer(
+    config: Callable[[int, Path], str],
+    command: Callable[[int, str], list[str]],
+    *,
+    health: str,
+    log: Path,
+    env: dict[str, str],
+) -> Iterator[str]:
+    """Start a peer on a free loopback port with its config file in a scratch directory, wait
+    until `health` answers 200, yield its URL, and stop it."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    with tempfile.TemporaryDirectory() as workdir:
-        config = Path(workdir) / "config.yaml"
-        config.write_text(ogx_config(upstream, model, port, Path(workdir)))
-        log = logs / "ogx.log"
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "OGX_TELEMETRY_ENABLED": "false"}
-        with log.open("wb") as sink:
-            command = [str(executable), "run", str(config), "--port", str(port), "--insecure"]
-            process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=workdir)
-            try:
-                _wait(f"{url}/v1/health", process, log, timeout=180)
-                yield url
-            finally:
-                stop(process)
+    with tempfile.TemporaryDirectory() as workdir, log.open("wb") as sink:
+        path = Path(workdir) / "config.yaml"  # JSON is YAML: no YAML writer needed
+        path.write_text(config(port, Path(workdir)))
+        process = subprocess.Popen(
+            command(port, str(path)),
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
+            cwd=workdir,
+        )
+        try:
+            _wait(f"{url}{health}", process, log, timeout=180)
+            yield url
+        finally:
+            stop(process)
 
 
 def _wait(url: str, process: subprocess.Popen[bytes], log: Path, *, timeout: float) -> None:
