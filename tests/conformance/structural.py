@@ -463,6 +463,54 @@ def shape_of(name: str) -> str:
     return name.split(":", 1)[0]
 
 
+def combined(name: str, faults: Iterable[StructuralFault]) -> StructuralFault:
+    """Several faults at once, each on its own response shape, so that one run of the suite
+    judges them all: every hook of each applied in turn (a request hook that answers ends the
+    chain), and the owners of every one must fail."""
+    parts = [f.fault for f in faults]
+    owners = tuple(dict.fromkeys(owner for f in faults for owner in f.owners))
+
+    def request(req: Request) -> Request | Response:
+        for part in parts:
+            if part.request is not None:
+                out = part.request(req)
+                if isinstance(out, Response):
+                    return out
+                req = out
+        return req
+
+    def response(req: Request, resp: Response) -> Response:
+        for part in parts:
+            resp = part.response(req, resp) if part.response is not None else resp
+        return resp
+
+    def frames(req: Request, frames: list[Frame]) -> list[Frame]:
+        for part in parts:
+            frames = part.frames(req, frames) if part.frames is not None else frames
+        return frames
+
+    def stream_bytes(data: bytes) -> bytes:
+        for part in parts:
+            data = part.stream_bytes(data) if part.stream_bytes is not None else data
+        return data
+
+    def headers(values: dict[str, str]) -> dict[str, str]:
+        for part in parts:
+            values = part.headers(values) if part.headers is not None else values
+        return values
+
+    fault = Fault(
+        "; ".join(part.why for part in parts),
+        request=request,
+        response=response,
+        frames=frames,
+        stream_bytes=stream_bytes,
+        silence=max((part.silence for part in parts), default=0.0),
+        headers=headers,
+    )
+    return StructuralFault(name, owners, fault)
+
+
 # ------------------------------------------------------------------ one run of the suite
 
 
