@@ -15,6 +15,8 @@ from reference_server.ids import request_id_of
 from reference_server.openai import ChatCompletionsService, parse_request, sse_chunks
 from reference_server.openai import exception_handlers as openai_exception_handlers
 from reference_server.openai import models as openai_models
+from reference_server.openai.errors import model_not_found
+from reference_server.openai.responses import ErrorBody
 from reference_server.protocol import MessageCountTokensParams, MessageCreateParams
 from reference_server.serving import MessagesService
 from reference_server.settings import Settings
@@ -89,8 +91,9 @@ async def get_model(request: AnyRequest) -> Response[Any]:
     try:
         return _json(openai_models.openai_model(catalog.resolve(model_id)))
     except NotFoundError:
-        body = openai_models.model_not_found(model_id).model_dump(mode="json")
-        return Response(body, status_code=404, media_type="application/json")
+        error = model_not_found(model_id)
+        body = ErrorBody(error=error.detail()).model_dump(mode="json")
+        return Response(body, status_code=error.status_code, media_type="application/json")
 
 
 @post(

@@ -14,7 +14,7 @@ from reference_server.errors import APIError, from_exception
 
 from .responses import ErrorBody, ErrorDetail
 
-__all__ = ["OpenAIError", "exception_handlers", "to_openai_error"]
+__all__ = ["OpenAIError", "exception_handlers", "model_not_found", "to_openai_error"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,15 @@ class OpenAIError(Exception):
 
     def detail(self) -> ErrorDetail:
         return ErrorDetail(message=self.message, type=self.type, param=self.param, code=self.code)
+
+
+def model_not_found(model_id: str) -> OpenAIError:
+    """OpenAI's 404 for a model it does not serve (`param` null, as OpenAI sends it)."""
+    return OpenAIError(
+        f"The model `{model_id}` does not exist or you do not have access to it.",
+        status_code=404,
+        code="model_not_found",
+    )
 
 
 def to_openai_error(exc: BaseException) -> OpenAIError:

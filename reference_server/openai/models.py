@@ -11,9 +11,9 @@ from typing import Literal
 
 from reference_server.engine.base import ModelCard
 
-from .responses import ErrorBody, ErrorDetail, Wire
+from .responses import Wire
 
-__all__ = ["OpenAIModel", "OpenAIModelList", "model_list", "model_not_found", "openai_model"]
+__all__ = ["OpenAIModel", "OpenAIModelList", "model_list", "openai_model"]
 
 OWNER = "plumbline"
 
@@ -36,14 +36,3 @@ def openai_model(card: ModelCard) -> OpenAIModel:
 
 def model_list(cards: Sequence[ModelCard]) -> OpenAIModelList:
     return OpenAIModelList(data=[openai_model(card) for card in cards])
-
-
-def model_not_found(model_id: str) -> ErrorBody:
-    return ErrorBody(
-        error=ErrorDetail(
-            message=f"The model `{model_id}` does not exist or you do not have access to it.",
-            type="invalid_request_error",
-            param="model",
-            code="model_not_found",
-        )
-    )

@@ -26,7 +26,7 @@ from reference_server.tools.definitions import ToolDefinition, ToolPolicy
 from reference_server.tools.grammar import response_grammar
 
 from .chunks import ChatCompletionChunk, ChoiceDelta, ChunkChoice, FunctionDelta, ToolCallDelta
-from .errors import OpenAIError
+from .errors import OpenAIError, model_not_found
 from .mapping import (
     chat_tools,
     chat_turns,
@@ -100,11 +100,7 @@ class ChatCompletionsService:
         try:
             return self.messages.catalog.resolve(model)
         except NotFoundError:
-            raise OpenAIError(
-                f"The model `{model}` does not exist or you do not have access to it.",
-                status_code=404,
-                code="model_not_found",
-            ) from None
+            raise model_not_found(model) from None
 
     async def create(self, prepared: PreparedCompletion) -> ChatCompletion:
         text: list[str] = []

@@ -146,7 +146,7 @@ def test_models_without_anthropic_version_are_openai_shaped(client):
     assert isinstance(body["data"][0]["created"], int)
     # Through an alias, the served model answers; an unknown id is OpenAI's 404.
     assert client.get("/v1/models/gpt-4o").json()["id"] == "scripted"
-    assert_openai_error(client.get("/v1/models/nope"), 404, "model_not_found", "model")
+    assert assert_openai_error(client.get("/v1/models/nope"), 404, "model_not_found")["param"] is None
     # With the header, the same routes speak Anthropic.
     anthropic = client.get("/v1/models", headers={"anthropic-version": "2023-06-01"}).json()
     assert anthropic["data"][0]["type"] == "model"
