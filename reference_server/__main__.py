@@ -58,8 +58,41 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         metavar="TOKENS",
         help="tiny-random's context window (default 2048); for other models, a cap on their own",
     )
+    parser.add_argument(
+        "--max-batch",
+        type=int,
+        default=16,
+        metavar="ROWS",
+        help="generations decoded together in one forward pass (default 16)",
+    )
+    parser.add_argument(
+        "--max-pending",
+        type=int,
+        default=128,
+        metavar="N",
+        help="generations admitted at once, queued ones included; the next gets 529 (default 128)",
+    )
+    parser.add_argument(
+        "--cache-budget-mb",
+        type=int,
+        default=1024,
+        metavar="MB",
+        help="memory for cached prompt prefixes (KV state), least recently used out first (default 1024)",
+    )
+    parser.add_argument(
+        "--cache-min-tokens",
+        type=int,
+        default=1024,
+        metavar="TOKENS",
+        help="shortest prefix a cache_control breakpoint caches (default 1024, as the API's minimum)",
+    )
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
+    for name in ("max_batch", "max_pending", "cache_min_tokens"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.cache_budget_mb < 0:
+        parser.error("--cache-budget-mb must be >= 0")
     try:
         aliases = tuple(Alias.parse(spec) for spec in args.alias)
     except ValueError as exc:
@@ -77,6 +110,10 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         seed=args.seed,
         context_window=args.context_window,
         log_level=args.log_level,
+        max_batch=args.max_batch,
+        max_pending=args.max_pending,
+        cache_budget_mb=args.cache_budget_mb,
+        cache_min_tokens=args.cache_min_tokens,
     )
 
 

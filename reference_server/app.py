@@ -38,7 +38,14 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
         owned = engine is None
         if engine is None:
             from reference_server.engine import load_engine
+            from reference_server.engine.mlx import ServingLimits
 
+            limits = ServingLimits(
+                max_batch=settings.max_batch,
+                max_pending=settings.max_pending,
+                cache_budget_bytes=settings.cache_budget_mb << 20,
+                cache_min_tokens=settings.cache_min_tokens,
+            )
             log.info("loading model %s", settings.model)
             active: Engine = await asyncio.to_thread(
                 load_engine,
@@ -46,6 +53,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
                 blas=settings.blas,
                 seed=settings.seed,
                 context_window=settings.context_window,
+                limits=limits,
             )
         else:
             active = engine

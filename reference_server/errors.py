@@ -40,11 +40,15 @@ class APIError(Exception):
     status_code: ClassVar[int] = 500
     error_type: ClassVar[str] = "api_error"
 
-    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, status_code: int | None = None, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         if status_code is not None:
             self.status_code = status_code  # type: ignore[misc]
+        # Response headers the error brings (`retry-after` on 529).
+        self.headers: dict[str, str] = dict(headers or {})
 
 
 class InvalidRequestError(APIError):
@@ -148,7 +152,7 @@ def _handle(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     error = from_exception(exc)
     if error.status_code >= 500 and not isinstance(exc, APIError | HTTPException):
         log.exception("unhandled error", exc_info=exc)
-    headers: dict[str, str] = {}
+    headers: dict[str, str] = dict(error.headers)
     if isinstance(exc, HTTPException) and exc.headers:
         headers.update(exc.headers)  # e.g. Allow on 405
     return Response(

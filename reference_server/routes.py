@@ -43,10 +43,12 @@ async def create_message(request: AnyRequest) -> Response[Any]:
     service = _service(request)
     params = parse_body(await request.body(), request.headers.get("content-type"), MessageCreateParams)
     prepared = await service.prepare(params)
+    # Admitted before the response starts, so an overload is a 529, not an in-stream error.
+    generation = await service.start(prepared)
     if params.stream:
         settings: Settings = request.app.state.settings
         frames = sse_frames(
-            service.stream(prepared),
+            service.stream(prepared, generation),
             ping_interval=settings.ping_interval,
             request_id=request_id_of(request.scope),
         )
@@ -55,7 +57,10 @@ async def create_message(request: AnyRequest) -> Response[Any]:
             media_type="text/event-stream",
             headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
         )
-    message = await _unless_disconnected(request.receive, service.create(prepared))
+    try:
+        message = await _unless_disconnected(request.receive, service.create(prepared, generation))
+    finally:
+        await generation.aclose()  # a no-op after a whole answer; frees the slot otherwise
     return _json(message)
 
 
@@ -106,14 +111,18 @@ async def create_chat_completion(request: AnyRequest) -> Response[Any]:
     service: ChatCompletionsService = request.app.state.chat
     params = parse_request(await request.body(), request.headers.get("content-type"))
     prepared = await service.prepare(params)
+    generation = await service.start(prepared)
     headers = {"x-request-id": request_id_of(request.scope)}  # where the OpenAI SDK reads it
     if params.stream:
         return Stream(
-            sse_chunks(service.stream(prepared)),
+            sse_chunks(service.stream(prepared, generation)),
             media_type="text/event-stream",
             headers={"cache-control": "no-cache", "x-accel-buffering": "no", **headers},
         )
-    completion = await _unless_disconnected(request.receive, service.create(prepared))
+    try:
+        completion = await _unless_disconnected(request.receive, service.create(prepared, generation))
+    finally:
+        await generation.aclose()
     return Response(completion.model_dump(mode="json"), media_type="application/json", headers=headers)
 
 

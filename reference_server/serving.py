@@ -17,15 +17,23 @@ from reference_server.engine.base import (
     Engine,
     EngineRequest,
     FinishReason,
+    Generation,
     Grammar,
     ModelCard,
+    PromptUsage,
     Sampling,
 )
 from reference_server.engine.constraint import check_grammar
-from reference_server.engine.errors import GrammarError, PromptTooLongError, TokenizerError
-from reference_server.errors import InternalServerError, InvalidRequestError
+from reference_server.engine.errors import (
+    EngineOverloadedError,
+    GrammarError,
+    PromptTooLongError,
+    TokenizerError,
+)
+from reference_server.errors import InternalServerError, InvalidRequestError, OverloadedError
 from reference_server.ids import new_message_id, new_tool_use_id
 from reference_server.protocol import (
+    CacheCreation,
     ContentBlock,
     InputJSONDelta,
     Message,
@@ -183,13 +191,20 @@ class MessagesService:
             raise ContextWindowExceeded(tokens, context_window)
         return tokens
 
-    async def run(self, prepared: PreparedMessage) -> AsyncIterator[Piece]:
+    async def start(self, prepared: PreparedMessage) -> Generation:
+        """Admit the generation (before any response byte, so refusals are plain HTTP errors):
+        a full engine is a 529 `overloaded_error` with `retry-after`."""
+        try:
+            return await self.engine.start(prepared.request)
+        except EngineOverloadedError as exc:
+            raise OverloadedError("Overloaded", headers={"retry-after": str(exc.retry_after)}) from None
+
+    async def run(self, prepared: PreparedMessage, deltas: Generation) -> AsyncIterator[Piece]:
         """Text pieces (stop sequences cut out) and tool-call pieces, then one Outcome.
 
         Stop sequences apply to the text only: once a call starts, its JSON is never cut."""
         matcher = StopMatcher(prepared.stop_sequences)
         parser = CallParser() if prepared.parse_calls else None
-        deltas = self.engine.generate(prepared.request)
         output_tokens = 0
         finish: FinishReason | None = None
         calls = complete = 0
@@ -218,9 +233,7 @@ class MessagesService:
                     break
         finally:
             # Stops the engine at once when we leave early (stop sequence, disconnect).
-            aclose = getattr(deltas, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            await deltas.aclose()
         if finish is None:
             raise InternalServerError("The model stopped without a finish reason")
         if not calls and (rest := matcher.flush()):
@@ -236,10 +249,12 @@ class MessagesService:
             return "end_turn"
         return "model_context_window_exceeded" if prepared.bounded_by_context else "max_tokens"
 
-    async def create(self, prepared: PreparedMessage) -> Message:
+    async def create(self, prepared: PreparedMessage, generation: Generation | None = None) -> Message:
+        """The whole message; `generation` is the one `start` admitted (else started here)."""
+        generation = generation or await self.start(prepared)
         builder = _ContentBuilder()
         outcome: Outcome | None = None
-        async for piece in self.run(prepared):
+        async for piece in self.run(prepared, generation):
             if isinstance(piece, Outcome):
                 outcome = piece
             else:
@@ -251,11 +266,15 @@ class MessagesService:
             model=prepared.requested_model,
             stop_reason=outcome.stop_reason,
             stop_sequence=outcome.stop_sequence,
-            usage=Usage(input_tokens=prepared.input_tokens, output_tokens=outcome.output_tokens),
+            usage=_usage(generation.usage, outcome.output_tokens),
         )
 
-    async def stream(self, prepared: PreparedMessage) -> AsyncIterator[RawMessageStreamEvent]:
+    async def stream(
+        self, prepared: PreparedMessage, generation: Generation | None = None
+    ) -> AsyncIterator[RawMessageStreamEvent]:
         """The same message as `create`, as typed stream events in the documented order."""
+        generation = generation or await self.start(prepared)
+        prompt = generation.usage
         yield RawMessageStartEvent(
             message=Message(
                 id=new_message_id(),
@@ -263,13 +282,13 @@ class MessagesService:
                 model=prepared.requested_model,
                 stop_reason=None,
                 stop_sequence=None,
-                usage=Usage(input_tokens=prepared.input_tokens, output_tokens=0),
+                usage=_usage(prompt, 0),
             )
         )
         index = -1  # of the last block started
         text_open = call_open = False
         outcome: Outcome | None = None
-        async for piece in self.run(prepared):
+        async for piece in self.run(prepared, generation):
             if isinstance(piece, Outcome):
                 outcome = piece
             elif isinstance(piece, str):
@@ -296,9 +315,28 @@ class MessagesService:
             yield RawContentBlockStopEvent(index=index)
         yield RawMessageDeltaEvent(
             delta=MessageDelta(stop_reason=outcome.stop_reason, stop_sequence=outcome.stop_sequence),
-            usage=MessageDeltaUsage(output_tokens=outcome.output_tokens, input_tokens=prepared.input_tokens),
+            usage=MessageDeltaUsage(
+                output_tokens=outcome.output_tokens,
+                input_tokens=prompt.uncached,
+                cache_creation_input_tokens=prompt.cache_write,
+                cache_read_input_tokens=prompt.cache_read,
+            ),
         )
         yield RawMessageStopEvent()
+
+
+def _usage(prompt: PromptUsage, output_tokens: int) -> Usage:
+    """The API's usage: `input_tokens` excludes what was read from or written to the cache."""
+    return Usage(
+        input_tokens=prompt.uncached,
+        output_tokens=output_tokens,
+        cache_read_input_tokens=prompt.cache_read,
+        cache_creation_input_tokens=prompt.cache_write,
+        cache_creation=CacheCreation(
+            ephemeral_5m_input_tokens=prompt.cache_write_5m,
+            ephemeral_1h_input_tokens=prompt.cache_write_1h,
+        ),
+    )
 
 
 @dataclass

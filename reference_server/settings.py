@@ -29,6 +29,11 @@ class Settings:
     context_window: int | None = None  # tiny-random's window; a cap for other models
     max_body_bytes: int = MAX_BODY_BYTES
     log_level: str = "info"
+    # Batching, admission and the prompt cache (engine/mlx.py ServingLimits; README "Serving").
+    max_batch: int = 16
+    max_pending: int = 128
+    cache_budget_mb: int = 1024
+    cache_min_tokens: int = 1024
 
     @staticmethod
     def api_key_from_env() -> str | None:

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from reference_server.engine.base import ToolCall, Turn
+from reference_server.engine.base import CacheMark, CacheTTL, ToolCall, Turn
 from reference_server.errors import InvalidRequestError
 from reference_server.protocol import (
     UNION_TAGS,
+    CacheControlEphemeralParam,
     ImageBlockParam,
     MessageParam,
     PromptParams,
@@ -160,9 +162,9 @@ def build_turns(params: PromptParams, *, have_tools: bool = False) -> tuple[Turn
         raise InvalidRequestError("messages: at least one message is required")
     names = check_tool_pairing(params.messages, have_tools=have_tools)
     turns: list[Turn] = []
-    system = _system_text(params)
-    if system:
-        turns.append(Turn("system", system))
+    system = _system_turn(params)
+    if system is not None:
+        turns.append(system)
     last = len(params.messages) - 1
     for index, message in enumerate(params.messages):
         pieces = _message_turns(message, f"messages.{index}", names)
@@ -180,6 +182,30 @@ def build_turns(params: PromptParams, *, have_tools: bool = False) -> tuple[Turn
             _append(turns, piece)
     if all(turn.role == "system" for turn in turns):
         raise InvalidRequestError("messages: at least one user or assistant message is required")
+    return _place_request_marks(params, turns)
+
+
+def _marks(control: CacheControlEphemeralParam | None, offset: int) -> tuple[CacheMark, ...]:
+    return () if control is None else (CacheMark(offset, control.ttl or "5m"),)
+
+
+def _place_request_marks(params: PromptParams, turns: list[Turn]) -> tuple[Turn, ...]:
+    """Breakpoints not on a block: a tool definition's (this server renders tools with the system
+    prompt, so it caches the prefix up to the first message) and the top-level automatic one
+    (the end of the last block)."""
+    tool_ttls: list[CacheTTL] = [
+        "1h" if tool["cache_control"].get("ttl") == "1h" else "5m"
+        for tool in params.tools or ()
+        if isinstance(tool, dict) and isinstance(tool.get("cache_control"), dict)
+    ]
+    if tool_ttls:
+        first = next(i for i, turn in enumerate(turns) if turn.role != "system")
+        marks = tuple(CacheMark(0, ttl) for ttl in tool_ttls)
+        turns[first] = replace(turns[first], cache_marks=marks + turns[first].cache_marks)
+    if params.cache_control is not None:
+        last = turns[-1]
+        extra = _marks(params.cache_control, len(last.text))
+        turns[-1] = replace(last, cache_marks=last.cache_marks + extra)
     return tuple(turns)
 
 
@@ -187,20 +213,35 @@ def _append(turns: list[Turn], turn: Turn) -> None:
     previous = turns[-1] if turns else None
     mergeable = turn.role in ("system", "user", "assistant") and not (previous and previous.tool_calls)
     if previous is not None and previous.role == turn.role and mergeable:
+        shift = len(previous.text) + (len(BLOCK_SEPARATOR) if previous.text and turn.text else 0)
         text = BLOCK_SEPARATOR.join(t for t in (previous.text, turn.text) if t)
-        turns[-1] = Turn(turn.role, text, tool_calls=turn.tool_calls)
+        marks = previous.cache_marks + tuple(replace(m, offset=m.offset + shift) for m in turn.cache_marks)
+        turns[-1] = Turn(turn.role, text, tool_calls=turn.tool_calls, cache_marks=marks)
     else:
         turns.append(turn)
 
 
-def _system_text(params: PromptParams) -> str:
+def _joined(
+    pieces: Sequence[tuple[str, CacheControlEphemeralParam | None]],
+) -> tuple[str, tuple[CacheMark, ...]]:
+    """Block texts joined with the separator, and a mark at the end of each block that has one."""
+    text = ""
+    marks: tuple[CacheMark, ...] = ()
+    for piece, control in pieces:
+        text = f"{text}{BLOCK_SEPARATOR}{piece}" if text and piece else text + piece
+        marks += _marks(control, len(text))
+    return text, marks
+
+
+def _system_turn(params: PromptParams) -> Turn | None:
     if params.system is None:
-        return ""
+        return None
     if isinstance(params.system, str):
-        return params.system
+        return Turn("system", params.system) if params.system else None
     for i, block in enumerate(params.system):
         _require_visible(block.text, f"system.{i}.text")
-    return BLOCK_SEPARATOR.join(block.text for block in params.system)
+    text, marks = _joined([(block.text, block.cache_control) for block in params.system])
+    return Turn("system", text, cache_marks=marks) if text else None
 
 
 def _message_turns(message: MessageParam, path: str, names: dict[str, str]) -> list[Turn]:
@@ -210,24 +251,27 @@ def _message_turns(message: MessageParam, path: str, names: dict[str, str]) -> l
         if message.content:
             _require_visible(message.content, f"{path}.content")
         return [Turn(message.role, message.content)] if message.content else []
-    texts: list[str] = []
+    texts: list[tuple[str, CacheControlEphemeralParam | None]] = []
     calls: list[ToolCall] = []
     results: list[Turn] = []
     for i, block in enumerate(message.content):
         block_path = f"{path}.content.{i}"
         if isinstance(block, TextBlockParam):
             _require_visible(block.text, f"{block_path}.text")
-            texts.append(block.text)
+            texts.append((block.text, block.cache_control))
         elif message.role == "system":
             raise InvalidRequestError(f"{block_path}: system messages may only contain text blocks")
         elif isinstance(block, ToolUseBlockParam):
             calls.append(tool_call(block))
+            # The calls render after the text: the breakpoint caches up to the text's end.
+            texts.append(("", block.cache_control))
         elif isinstance(block, ToolResultBlockParam):
-            results.append(tool_result_turn(block, block_path, names[block.tool_use_id]))
+            turn = tool_result_turn(block, block_path, names[block.tool_use_id])
+            results.append(replace(turn, cache_marks=_marks(block.cache_control, len(turn.text))))
         else:
             raise InvalidRequestError(f"{block_path}: {_unsupported_block(block)}")
-    text = BLOCK_SEPARATOR.join(texts)
-    own = [Turn(message.role, text, tool_calls=tuple(calls))] if text or calls else []
+    text, marks = _joined(texts)
+    own = [Turn(message.role, text, tool_calls=tuple(calls), cache_marks=marks)] if text or calls else []
     return results + own
 
 

@@ -15,7 +15,7 @@ a logits mask; serving builds it and parses the text back.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -26,6 +26,17 @@ Role = Literal["system", "user", "assistant", "tool"]
 # token); "length" = `max_tokens` generated. Stop *strings* are matched by serving, which
 # then closes the stream; the engine sees that as a cancellation.
 FinishReason = Literal["stop", "length"]
+# How long a prompt-cache breakpoint keeps its prefix (the API's `cache_control.ttl`).
+CacheTTL = Literal["5m", "1h"]
+
+
+@dataclass(frozen=True, slots=True)
+class CacheMark:
+    """A prompt-cache breakpoint: the prompt up to `offset` characters into its turn's text is
+    to be cached for `ttl`. The engine finds the token position of each mark as it renders."""
+
+    offset: int
+    ttl: CacheTTL = "5m"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +71,7 @@ class Turn:
     tool_call_id: str | None = None
     name: str | None = None
     is_error: bool = False
+    cache_marks: tuple[CacheMark, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +123,78 @@ class EngineDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class PromptUsage:
+    """How a generation's prompt was read: `tokens` in all, `cache_read` of them from prompt-cache
+    entries that breakpoints wrote, `cache_write_5m` / `cache_write_1h` written to the cache for
+    this request's breakpoints (by TTL). Prefix reuse without a breakpoint is not reported."""
+
+    tokens: int
+    cache_read: int = 0
+    cache_write_5m: int = 0
+    cache_write_1h: int = 0
+
+    @property
+    def cache_write(self) -> int:
+        """Tokens written to the cache, both TTLs."""
+        return self.cache_write_5m + self.cache_write_1h
+
+    @property
+    def uncached(self) -> int:
+        """Prompt tokens neither read from nor written to the cache (the API's `input_tokens`)."""
+        return self.tokens - self.cache_read - self.cache_write
+
+
+class Generation(Protocol):
+    """A started generation: its prompt usage, known before the first delta, and its deltas."""
+
+    @property
+    def usage(self) -> PromptUsage:
+        """How the prompt was read."""
+        ...
+
+    def __aiter__(self) -> AsyncIterator[EngineDelta]:
+        """The deltas; closing the iterator stops generation within a step."""
+        ...
+
+    async def aclose(self) -> None:
+        """Stop generating (idempotent)."""
+        ...
+
+
+class StartedGeneration:
+    """A `Generation` over an async iterator of deltas (what both engines return)."""
+
+    def __init__(
+        self,
+        usage: PromptUsage,
+        deltas: AsyncIterator[EngineDelta],
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
+        """`deltas` is closed when this generation is, and `on_close` called (even when no
+        delta was ever asked for, when closing an unstarted generator runs none of its code)."""
+        self._usage = usage
+        self._deltas = deltas
+        self._on_close = on_close
+
+    @property
+    def usage(self) -> PromptUsage:
+        """How the prompt was read."""
+        return self._usage
+
+    def __aiter__(self) -> AsyncIterator[EngineDelta]:
+        """The deltas (one pass)."""
+        return self._deltas
+
+    async def aclose(self) -> None:
+        """Stop generating."""
+        if self._on_close is not None:
+            self._on_close()
+        aclose = getattr(self._deltas, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+@dataclass(frozen=True, slots=True)
 class ModelCard:
     """What an engine serves: the facts `/v1/models` and validation need."""
 
@@ -131,6 +215,11 @@ class Engine(Protocol):
 
     async def count_tokens(self, request: EngineRequest) -> int:
         """Prompt tokens of `request`, rendered exactly as `generate` renders it."""
+        ...
+
+    async def start(self, request: EngineRequest) -> Generation:
+        """Admit `request` and return its generation (raises before any delta if it cannot
+        run: an invalid grammar, an engine at capacity)."""
         ...
 
     def generate(self, request: EngineRequest) -> AsyncIterator[EngineDelta]:

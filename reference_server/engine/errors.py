@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "ConstraintError",
     "EngineClosedError",
+    "EngineOverloadedError",
     "GrammarError",
     "PromptTooLongError",
     "TokenizerError",
@@ -49,3 +50,13 @@ class ConstraintError(RuntimeError):
 
     Fails that one generation; a valid grammar should never cause it.
     """
+
+
+class EngineOverloadedError(RuntimeError):
+    """The engine's admission queue is full: try again after `retry_after` seconds (a 529)."""
+
+    def __init__(self, pending: int, retry_after: int) -> None:
+        """Record how many generations are admitted and when to retry."""
+        super().__init__(f"the engine is at capacity ({pending} generations admitted)")
+        self.pending = pending
+        self.retry_after = retry_after

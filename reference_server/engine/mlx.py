@@ -23,14 +23,30 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .base import EngineDelta, EngineRequest, Grammar, ModelCard
+from .base import (
+    EngineDelta,
+    EngineRequest,
+    Generation,
+    Grammar,
+    ModelCard,
+    PromptUsage,
+    StartedGeneration,
+)
 from .blas import BlasInUse, BlasMode, enable_fast_blas
-from .errors import EngineClosedError, GrammarError, PromptTooLongError, UnknownModelError
+from .errors import (
+    EngineClosedError,
+    EngineOverloadedError,
+    GrammarError,
+    PromptTooLongError,
+    UnknownModelError,
+)
+from .prefix_cache import DEFAULT_BUDGET_BYTES, DEFAULT_MIN_TOKENS, CachePoint, PrefixCache
 from .sources import TINY_RANDOM_CONTEXT, ModelSource, resolve_model
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
 
+    from .base import CacheTTL
     from .constraint import Constraint, GrammarCompiler
     from .tokenizer import ChatTokenizer
     from .worker import Job, Scheduler
@@ -39,6 +55,7 @@ __all__ = [
     "EngineClosedError",
     "MLXEngine",
     "PromptTooLongError",
+    "ServingLimits",
     "UnknownModelError",
     "load_engine",
 ]
@@ -46,6 +63,20 @@ __all__ = [
 _log = logging.getLogger(__name__)
 # Context window for mlx-lm directories whose config does not state one.
 _DEFAULT_CONTEXT = 2048
+# Generations admitted at once (decoding, prefilling or queued); the next is refused with 529.
+DEFAULT_MAX_PENDING = 128
+# Seconds a refused client is told to wait (`retry-after`): about one decode burst here.
+RETRY_AFTER_S = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ServingLimits:
+    """How the worker schedules: decode batch size, admission bound, prompt cache size."""
+
+    max_batch: int = 16
+    max_pending: int = DEFAULT_MAX_PENDING
+    cache_budget_bytes: int = DEFAULT_BUDGET_BYTES
+    cache_min_tokens: int = DEFAULT_MIN_TOKENS
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +96,7 @@ def load_engine(
     blas: BlasMode = "auto",
     seed: int = 0,
     context_window: int | None = None,
+    limits: ServingLimits | None = None,
 ) -> MLXEngine:
     """Load `model` and return a running engine (synchronous and slow: call it in a thread).
 
@@ -73,13 +105,14 @@ def load_engine(
     `seed`: seeds MLX's random state (sampling) and tiny-random's weights.
     `context_window`: tiny-random's window (default `TINY_RANDOM_CONTEXT`); for other models a
     cap on their own (a larger value is ignored, with a warning).
+    `limits`: batching, admission and prompt-cache settings (`ServingLimits()` by default).
     """
     if context_window is not None and context_window < 1:
         raise ValueError("context_window must be >= 1")
     started = time.perf_counter()
     in_use = enable_fast_blas(blas)
     source = resolve_model(model)
-    engine = MLXEngine(source, lambda: _load(source, in_use, seed, context_window))
+    engine = MLXEngine(source, lambda: _load(source, in_use, seed, context_window), limits or ServingLimits())
     _log.info(
         "Loaded %s (%s) in %.1f s with BLAS %s",
         source.id,
@@ -160,8 +193,18 @@ def _warm_up(model: Any) -> None:
 class MLXEngine:
     """An `Engine` serving one MLX model. Create it with `load_engine`; close with `aclose`."""
 
-    def __init__(self, source: ModelSource, loader: Callable[[], _Loaded]) -> None:
+    def __init__(
+        self, source: ModelSource, loader: Callable[[], _Loaded], limits: ServingLimits | None = None
+    ) -> None:
         """Start the worker thread, run `loader` on it and wait until the model is ready."""
+        self.limits = limits or ServingLimits()
+        if self.limits.max_pending < 1:
+            raise ValueError("max_pending must be >= 1")
+        # Dropped by the worker when the model's scheduler cannot batch (no prefix reuse there).
+        self._prefix: PrefixCache | None = PrefixCache(
+            budget_bytes=self.limits.cache_budget_bytes, min_tokens=self.limits.cache_min_tokens
+        )
+        self._batching = False
         self._inbox: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._scheduler: Scheduler | None = None
         # Guards `_closed` together with queueing, so no job lands behind the stop marker.
@@ -194,6 +237,16 @@ class MLXEngine:
         return self._tokenizer
 
     @property
+    def prefix_cache(self) -> PrefixCache | None:
+        """The prompt cache (None when this model's scheduler cannot reuse prefixes)."""
+        return self._prefix
+
+    @property
+    def batching(self) -> bool:
+        """True when the worker decodes generations in one batch (batching.py)."""
+        return self._batching
+
+    @property
     def active_requests(self) -> int:
         """Generations submitted and not yet finished or dropped by the worker."""
         scheduler = self._scheduler
@@ -205,14 +258,66 @@ class MLXEngine:
 
     async def count_tokens(self, request: EngineRequest) -> int:
         """Prompt tokens of `request`, exactly as `generate` feeds them to the model."""
-        return len(await self._prompt(request))
+        return len((await self._prompt(request))[0])
 
-    def generate(self, request: EngineRequest) -> AsyncIterator[EngineDelta]:
+    async def generate(self, request: EngineRequest) -> AsyncIterator[EngineDelta]:
         """Stream deltas; closing or cancelling the iterator stops generation within a step.
 
         Raises `GrammarError` before any delta if `request.constraint` is invalid.
         """
-        return self._generate(request)
+        generation = await self.start(request)
+        try:
+            async for delta in generation:
+                yield delta
+        finally:
+            await generation.aclose()
+
+    async def start(self, request: EngineRequest) -> Generation:
+        """Tokenize, compile the grammar, plan the prompt cache and queue the job.
+
+        Raises `GrammarError` for an invalid grammar and `EngineOverloadedError` when
+        `limits.max_pending` generations are already admitted, both before any work is queued.
+        """
+        from .worker import Job
+
+        if request.max_tokens < 0:
+            raise ValueError("max_tokens must be >= 0")
+        prompt, marks = await self._prompt(request)
+        # The KV cache cannot grow past the context window: stop there as if max_tokens.
+        budget = min(request.max_tokens, self._card.context_window - len(prompt))
+        constraint: Constraint | None = None
+        if request.constraint is not None:
+            # Off the loop and off the worker: a large grammar can take a second to compile.
+            constraint = await asyncio.to_thread(self._compiler().compile, request.constraint)
+        self._admit()
+        prefix = self._prefix
+        plan = prefix.plan(prompt, [CachePoint(p, ttl) for p, ttl in marks]) if prefix is not None else None
+        usage = plan.usage if plan is not None else PromptUsage(len(prompt))
+        if budget <= 0 and (plan is None or not plan.writes):
+            if plan is not None and plan.reuse is not None and prefix is not None:
+                prefix.release(plan.reuse)
+            return StartedGeneration(usage, _finished())
+        job = Job(
+            prompt=prompt,
+            max_tokens=max(budget, 0),  # 0: a cache pre-warm, the prompt is only read
+            sampling=request.sampling,
+            loop=asyncio.get_running_loop(),
+            queue=asyncio.Queue(),
+            constraint=constraint,
+            cache_plan=plan,
+        )
+        with self._lock:
+            if self._closed:
+                raise EngineClosedError("the engine is closed")
+            self._inbox.put(job)
+        return StartedGeneration(usage, self._deltas(job), on_close=job.cancel)
+
+    def _admit(self) -> None:
+        # Runs on the event loop with no await before the job is queued, so the count is exact
+        # between admissions (the worker only lowers it).
+        pending = self.active_requests
+        if pending >= self.limits.max_pending:
+            raise EngineOverloadedError(pending, RETRY_AFTER_S)
 
     async def check_grammar(self, grammar: Grammar) -> None:
         """Raise `GrammarError` if `grammar` cannot constrain this model (special tokens checked
@@ -227,44 +332,19 @@ class MLXEngine:
                 self._inbox.put(None)
         await asyncio.to_thread(self._thread.join)
 
-    async def _prompt(self, request: EngineRequest) -> list[int]:
+    async def _prompt(self, request: EngineRequest) -> tuple[list[int], list[tuple[int, CacheTTL]]]:
         if self._closed:
             raise EngineClosedError("the engine is closed")
         if request.model != self._card.id:
             raise UnknownModelError(f"this engine serves {self._card.id!r}, not {request.model!r}")
         # Tokenizing is CPU work without MLX: off the event loop, and off the worker too.
-        tokens = await asyncio.to_thread(self._tokenizer.encode_turns, request.turns, request.tools)
+        tokens, marks = await asyncio.to_thread(self._tokenizer.encode_marked, request.turns, request.tools)
         if len(tokens) > self._card.context_window:
             raise PromptTooLongError(len(tokens), self._card.context_window)
-        return tokens
+        return tokens, marks
 
-    async def _generate(self, request: EngineRequest) -> AsyncIterator[EngineDelta]:
-        from .worker import Job
-
-        if request.max_tokens < 0:
-            raise ValueError("max_tokens must be >= 0")
-        prompt = await self._prompt(request)
-        # The KV cache cannot grow past the context window: stop there as if max_tokens.
-        budget = min(request.max_tokens, self._card.context_window - len(prompt))
-        constraint: Constraint | None = None
-        if request.constraint is not None:
-            # Off the loop and off the worker: a large grammar can take a second to compile.
-            constraint = await asyncio.to_thread(self._compiler().compile, request.constraint)
-        if budget <= 0:
-            yield EngineDelta("", 0, "length")
-            return
-        job = Job(
-            prompt=prompt,
-            max_tokens=budget,
-            sampling=request.sampling,
-            loop=asyncio.get_running_loop(),
-            queue=asyncio.Queue(),
-            constraint=constraint,
-        )
-        with self._lock:
-            if self._closed:
-                raise EngineClosedError("the engine is closed")
-            self._inbox.put(job)
+    @staticmethod
+    async def _deltas(job: Job) -> AsyncIterator[EngineDelta]:
         try:
             while True:
                 item = await job.queue.get()
@@ -288,11 +368,18 @@ class MLXEngine:
             loaded = loader()
             from .worker import make_scheduler
 
-            scheduler = make_scheduler(loaded.model, loaded.tokenizer)
+            scheduler = make_scheduler(
+                loaded.model, loaded.tokenizer, max_batch=self.limits.max_batch, prefix_cache=self._prefix
+            )
         except BaseException as exc:
             ready.put(exc)
             return
         self._scheduler = scheduler
+        from .batching import BatchScheduler
+
+        self._batching = isinstance(scheduler, BatchScheduler)
+        if not self._batching:
+            self._prefix = None
         ready.put(loaded)
         del loaded
         try:
@@ -341,3 +428,8 @@ class MLXEngine:
         for item in self._take(block=False):
             if item is not None:
                 item.emit(error)
+
+
+async def _finished() -> AsyncIterator[EngineDelta]:
+    # No room (or no wish) to generate, and nothing to write to the cache.
+    yield EngineDelta("", 0, "length")

@@ -16,8 +16,16 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 
-from reference_server.engine.base import EngineDelta, EngineRequest, ModelCard
+from reference_server.engine.base import (
+    EngineDelta,
+    EngineRequest,
+    Generation,
+    ModelCard,
+    PromptUsage,
+    StartedGeneration,
+)
 from reference_server.engine.constraint import check_grammar
+from reference_server.engine.errors import EngineOverloadedError
 from reference_server.engine.toolformat import plain_turns
 
 
@@ -43,6 +51,7 @@ class ScriptedEngine:
         first_token_delay: float = 0.0,
         token_delay: float = 0.0,
         fail_after: int | None = None,
+        max_pending: int | None = None,
     ) -> None:
         self._reply = reply
         self._card = ModelCard(
@@ -55,6 +64,8 @@ class ScriptedEngine:
         self.first_token_delay = first_token_delay
         self.token_delay = token_delay
         self.fail_after = fail_after
+        # At most this many generations at once; the next one is refused as overloaded.
+        self.max_pending = max_pending
         self.active = 0
         self.cancelled = 0
         self.requests: list[EngineRequest] = []
@@ -65,10 +76,20 @@ class ScriptedEngine:
     async def count_tokens(self, request: EngineRequest) -> int:
         return len(render(request))
 
-    async def generate(self, request: EngineRequest) -> AsyncIterator[EngineDelta]:
-        self.requests.append(request)
+    async def start(self, request: EngineRequest) -> Generation:
         if request.constraint is not None:
             check_grammar(request.constraint)
+        if self.max_pending is not None and self.active >= self.max_pending:
+            raise EngineOverloadedError(self.active, retry_after=1)
+        return StartedGeneration(PromptUsage(await self.count_tokens(request)), self._deltas(request))
+
+    async def generate(self, request: EngineRequest) -> AsyncIterator[EngineDelta]:
+        generation = await self.start(request)
+        async for delta in generation:
+            yield delta
+
+    async def _deltas(self, request: EngineRequest) -> AsyncIterator[EngineDelta]:
+        self.requests.append(request)
         text = self._reply(request) if callable(self._reply) else self._reply
         self.active += 1
         finished = False

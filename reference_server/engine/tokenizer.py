@@ -8,9 +8,11 @@ a conversation into prompt tokens, used both to count and to generate, so the tw
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +25,7 @@ from .errors import TokenizerError
 from .toolformat import plain_turns, template_messages, tool_function
 
 if TYPE_CHECKING:
-    from .base import ToolSpec, Turn
+    from .base import CacheTTL, ToolSpec, Turn
 
 __all__ = ["ChatTokenizer", "StreamDecoder", "TokenizerError"]
 
@@ -243,6 +245,50 @@ class ChatTokenizer:
     def encode_turns(self, turns: Sequence[Turn], tools: Sequence[ToolSpec] = ()) -> list[int]:
         """Prompt token ids of a conversation: what generation feeds the model."""
         return self.encode(self.render(turns, tools))
+
+    def encode_marked(
+        self, turns: Sequence[Turn], tools: Sequence[ToolSpec] = ()
+    ) -> tuple[list[int], list[tuple[int, CacheTTL]]]:
+        """`encode_turns`, and the token position of each of the turns' cache marks: how many
+        prompt tokens lie wholly before the mark's place in the rendered text.
+
+        The turns are rendered once more with a sentinel at each mark; a mark the template
+        drops, duplicates or moves text around is left out (so is every mark, if the text
+        without sentinels differs from the plain render), never misplaced.
+        """
+        clean = self.render(turns, tools)
+        marks = [(i, mark) for i, turn in enumerate(turns) for mark in turn.cache_marks]
+        encoding = self._tokenizer.encode(clean, add_special_tokens=False)
+        ids = self.encode(clean)
+        if not marks:
+            return ids, []
+        lead = len(ids) - len(encoding.ids)  # a BOS that `encode` inserted
+        sentinels = [f"\x00plumbline-cache-{n}\x00" for n in range(len(marks))]
+        marked = list(turns)
+        for i, turn in enumerate(turns):
+            text = turn.text
+            for n, (owner, mark) in sorted(enumerate(marks), key=lambda m: -m[1][1].offset):
+                if owner == i:
+                    text = text[: mark.offset] + sentinels[n] + text[mark.offset :]
+            marked[i] = replace(turn, text=text, cache_marks=())
+        rendered = self.render(marked, tools)
+        if any(rendered.count(sentinel) > 1 for sentinel in sentinels):
+            return ids, []
+        places = sorted((rendered.index(s), n) for n, s in enumerate(sentinels) if s in rendered)
+        pieces: list[str] = []
+        positions: list[tuple[int, int]] = []  # (place in the clean text, mark number)
+        cursor = length = 0
+        for place, n in places:
+            pieces.append(rendered[cursor:place])
+            length += place - cursor
+            cursor = place + len(sentinels[n])
+            positions.append((length, n))
+        pieces.append(rendered[cursor:])
+        if "".join(pieces) != clean:
+            return ids, []
+        ends = [end for _, end in encoding.offsets]
+        points = [(lead + bisect.bisect_right(ends, char), marks[n][1].ttl) for char, n in positions]
+        return ids, points
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of `ids`; incomplete UTF-8 sequences come out as U+FFFD."""

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from .constraint import Constraint
+    from .prefix_cache import CachePlan, PrefixCache
     from .tokenizer import ChatTokenizer
 
 __all__ = [
@@ -62,6 +63,12 @@ class Job:
     constraint: Constraint | None = None
     # Set from the event loop when the consumer goes away; the worker checks it every step.
     cancelled: bool = False
+    # What the prompt cache lends this job and what it is to write (prefix_cache.py).
+    cache_plan: CachePlan | None = None
+
+    def cancel(self) -> None:
+        """Called from the event loop: the worker drops this job before its next step."""
+        self.cancelled = True
 
     def emit(self, item: EngineDelta | BaseException) -> None:
         """Hand a delta or an error to the consumer's event loop (thread-safe)."""
@@ -238,6 +245,17 @@ class RoundRobinScheduler:
         return len(self._active)
 
 
-def make_scheduler(model: Any, tokenizer: ChatTokenizer) -> Scheduler:
-    """The scheduler the engine's worker uses: the one place to switch to continuous batching."""
+def make_scheduler(
+    model: Any,
+    tokenizer: ChatTokenizer,
+    *,
+    max_batch: int,
+    prefix_cache: PrefixCache | None = None,
+) -> Scheduler:
+    """The worker's scheduler: continuous batching (batching.py) for models whose layers all use
+    a plain KV cache, else round robin (one sequence per step, no prefix reuse)."""
+    from .batching import BatchScheduler, batchable
+
+    if batchable(model):
+        return BatchScheduler(model, tokenizer, max_batch=max_batch, prefix_cache=prefix_cache)
     return RoundRobinScheduler(model, tokenizer)

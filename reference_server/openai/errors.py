@@ -67,6 +67,8 @@ def _handle(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     if error.status_code >= 500 and not isinstance(exc, APIError | HTTPException | OpenAIError):
         log.exception("unhandled error", exc_info=exc)
     headers = dict(exc.headers) if isinstance(exc, HTTPException) and exc.headers else {}
+    if isinstance(exc, APIError):
+        headers.update(exc.headers)  # retry-after on an overload
     return Response(
         content=ErrorBody(error=error.detail()).model_dump(mode="json"),
         status_code=error.status_code,

@@ -11,7 +11,7 @@ from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reference_server.engine.base import EngineRequest, Grammar, ModelCard, Sampling
+from reference_server.engine.base import EngineRequest, Generation, Grammar, ModelCard, Sampling
 from reference_server.errors import NotFoundError
 from reference_server.protocol import StopReason
 from reference_server.serving import (
@@ -102,11 +102,18 @@ class ChatCompletionsService:
         except NotFoundError:
             raise model_not_found(model) from None
 
-    async def create(self, prepared: PreparedCompletion) -> ChatCompletion:
+    async def start(self, prepared: PreparedCompletion) -> Generation:
+        """Admit the generation before any response byte (a full engine: 529 with retry-after)."""
+        return await self.messages.start(prepared.plan)
+
+    async def create(
+        self, prepared: PreparedCompletion, generation: Generation | None = None
+    ) -> ChatCompletion:
+        generation = generation or await self.start(prepared)
         text: list[str] = []
         calls: list[tuple[str, list[str]]] = []
         outcome: Outcome | None = None
-        async for piece in self.messages.run(prepared.plan):
+        async for piece in self.messages.run(prepared.plan, generation):
             if isinstance(piece, Outcome):
                 outcome = piece
             elif isinstance(piece, str):
@@ -132,7 +139,9 @@ class ChatCompletionsService:
             usage=_usage(prepared.plan, outcome),
         )
 
-    async def stream(self, prepared: PreparedCompletion) -> AsyncGenerator[ChatCompletionChunk, None]:
+    async def stream(
+        self, prepared: PreparedCompletion, generation: Generation | None = None
+    ) -> AsyncGenerator[ChatCompletionChunk, None]:
         """The same completion as `create`, as chunks: the role first, then text and tool-call
         deltas, a last choice chunk with the finish reason, and the usage chunk if asked."""
         head: dict[str, Any] = {
@@ -144,10 +153,11 @@ class ChatCompletionsService:
         def chunk(delta: ChoiceDelta, finish: FinishReason | None = None) -> ChatCompletionChunk:
             return ChatCompletionChunk(**head, choices=[ChunkChoice(delta=delta, finish_reason=finish)])
 
+        generation = generation or await self.start(prepared)
         yield chunk(ChoiceDelta(role="assistant", content=""))
         index = -1  # of the last call started
         outcome: Outcome | None = None
-        async for piece in self.messages.run(prepared.plan):
+        async for piece in self.messages.run(prepared.plan, generation):
             if isinstance(piece, Outcome):
                 outcome = piece
             elif isinstance(piece, str):

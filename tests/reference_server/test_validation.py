@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from reference_server.engine.base import Turn
+from reference_server.engine.base import CacheMark, Turn
 from reference_server.errors import InvalidRequestError
 from reference_server.protocol import MessageCountTokensParams, MessageCreateParams
 from reference_server.validation import (
@@ -100,7 +100,11 @@ def test_metadata_service_tier_cache_control_and_newer_sdk_fields_are_accepted()
         diagnostics={"previous_message_id": None},
         inference_geo="us",
     )
-    assert build_turns(params) == (Turn("system", "be brief"), Turn("user", "hi"))
+    # Each breakpoint marks the end of its block; the top-level one the end of the last block.
+    assert build_turns(params) == (
+        Turn("system", "be brief", cache_marks=(CacheMark(8, "1h"),)),
+        Turn("user", "hi", cache_marks=(CacheMark(2, "1h"), CacheMark(2, "5m"))),
+    )
 
 
 def test_bad_enum_values_are_rejected():

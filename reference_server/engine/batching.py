@@ -1,0 +1,247 @@
+"""Continuous batching: one forward pass advances every decoding generation.
+
+Runs on the engine's worker thread (imports `mlx.core`). A new job is prefilled on its own, in
+chunks of `PREFILL_CHUNK` tokens, one chunk per step between batched decode steps, so running
+streams keep flowing while a long prompt is read. When only its last prompt token is left, its
+KV cache joins the decode batch (`mlx_lm`'s left-padded `BatchKVCache`, one per layer) and that
+token becomes its row's next input. Each decode step computes logits for all rows at once,
+masks the rows that carry a grammar, samples per row (one `argmax` for all greedy rows), and
+feeds each row's `TokenOutput`; finished and cancelled rows leave the batch before the next step.
+
+Padding positions are masked out of attention (their weight is exactly zero), so a row's
+logits do not depend on its neighbours beyond floating-point summation order;
+`tests/reference_server/test_batching.py` proves greedy output equal to a solo run.
+
+A prompt whose prefix is held in the `PrefixCache` starts from a copy of that KV state and
+prefills only the rest; the prefix of every finished prefill is offered back to the cache.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import mlx.core as mx
+from mlx_lm.models.cache import BatchKVCache, KVCache, make_prompt_cache
+
+from .base import EngineDelta
+from .worker import PREFILL_CHUNK, Job, TokenOutput, make_job_sampler
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .prefix_cache import PrefixCache
+    from .tokenizer import ChatTokenizer
+
+__all__ = ["DEFAULT_MAX_BATCH", "BatchScheduler", "batchable"]
+
+# Rows decoded together. Aggregate decode speed on two cores grows up to about 16 rows for
+# SmolLM2 (the weights are read once per step for every row); beyond, attention over each
+# row's context dominates and latency per token grows without more throughput.
+DEFAULT_MAX_BATCH = 16
+
+
+def batchable(model: Any) -> bool:
+    """True when every layer of `model` uses a plain `KVCache` (what `BatchKVCache` batches);
+    sliding-window or quantized caches keep the round-robin scheduler."""
+    return all(type(cache) is KVCache for cache in make_prompt_cache(model))
+
+
+class _Prefill:
+    """A job reading its prompt: its own KV cache and the prompt tokens still to feed."""
+
+    def __init__(self, job: Job, model: Any, prefix: PrefixCache | None) -> None:
+        self.job = job
+        self.cache: list[Any] = make_prompt_cache(model)
+        start = 0
+        if prefix is not None and job.cache_plan is not None:
+            start = prefix.restore(job.cache_plan, self.cache)
+        self.fed = start  # prompt tokens already in `cache`
+
+    @property
+    def ready(self) -> bool:
+        """All prompt tokens but the last are in the cache: the job can join the batch."""
+        return self.fed >= len(self.job.prompt) - 1
+
+    def chunk(self, model: Any) -> None:
+        """Feed the next chunk of the prompt (never its last token)."""
+        stop = min(self.fed + PREFILL_CHUNK, len(self.job.prompt) - 1)
+        tokens = mx.array(self.job.prompt[self.fed : stop], dtype=mx.uint32)
+        # Only the cache matters: the logits of these positions (lazy in MLX) are never computed.
+        model(tokens[None], cache=self.cache)
+        mx.eval([c.state for c in self.cache])
+        self.fed = stop
+
+
+class _Row:
+    """One decoding generation: its output, sampler and grammar."""
+
+    def __init__(self, job: Job, tokenizer: ChatTokenizer) -> None:
+        self.job = job
+        self.output = TokenOutput(job, tokenizer)
+        self.greedy = job.sampling.temperature <= 0
+        self.sampler: Callable[[Any], Any] = make_job_sampler(job.sampling, tokenizer.vocab_size)
+
+
+class BatchScheduler:
+    """Batched decoding of up to `max_batch` rows, prefill interleaved a chunk per step."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: ChatTokenizer,
+        *,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        prefix_cache: PrefixCache | None = None,
+    ) -> None:
+        """Schedule generations of `model`; `prefix_cache` lends and keeps prompt KV states."""
+        if max_batch < 1:
+            raise ValueError("max_batch must be >= 1")
+        self._model = model
+        self._tokenizer = tokenizer
+        self._max_batch = max_batch
+        self._prefix = prefix_cache
+        self._waiting: deque[_Prefill] = deque()
+        self._rows: list[_Row] = []
+        self._cache: list[BatchKVCache] = []
+        self._inputs: Any = None  # (rows,) uint32: each row's next input token
+
+    def add(self, job: Job) -> None:
+        """Queue `job`; its prefill starts on a later step."""
+        try:
+            self._waiting.append(_Prefill(job, self._model, self._prefix))
+        except Exception as exc:  # this request fails, the worker carries on
+            self._release(job)
+            job.emit(exc)
+
+    def step(self) -> None:
+        """One batched decode step for every row, then one prefill chunk for the oldest job."""
+        self._drop_cancelled()
+        if self._rows:
+            try:
+                self._decode()
+            except Exception as exc:  # a failed step fails its rows, never the worker
+                for row in self._rows:
+                    row.job.emit(exc)
+                self._keep([])
+        if self._waiting and len(self._rows) < self._max_batch:
+            prefill = self._waiting[0]
+            try:
+                if not prefill.ready:
+                    prefill.chunk(self._model)
+                if prefill.ready:
+                    self._waiting.popleft()
+                    self._join(prefill)
+            except Exception as exc:
+                self._waiting.popleft()
+                self._release(prefill.job)
+                prefill.job.emit(exc)
+        if not self._rows and not self._waiting:
+            # Idle: give cached buffers back rather than hold the peak of the last burst.
+            mx.clear_cache()
+
+    def fail_all(self, error: BaseException) -> None:
+        """End every job with `error` (engine shutdown)."""
+        for prefill in self._waiting:
+            self._release(prefill.job)
+            prefill.job.emit(error)
+        for row in self._rows:
+            row.job.emit(error)
+        self._waiting.clear()
+        self._keep([])
+
+    def __len__(self) -> int:
+        """Jobs prefilling or decoding."""
+        return len(self._waiting) + len(self._rows)
+
+    @property
+    def decoding(self) -> int:
+        """Rows in the decode batch."""
+        return len(self._rows)
+
+    def _join(self, prefill: _Prefill) -> None:
+        job = prefill.job
+        if self._prefix is not None:
+            self._prefix.keep(job, prefill.cache)
+        self._release(job)
+        if job.max_tokens == 0:  # a cache pre-warm: the prompt is read, nothing generated
+            job.emit(EngineDelta("", 0, "length"))
+            return
+        merged = [BatchKVCache.merge([layer]) for layer in prefill.cache]  # type: ignore[no-untyped-call]
+        token = mx.array(job.prompt[-1:], dtype=mx.uint32)
+        if self._rows:
+            for mine, theirs in zip(self._cache, merged, strict=True):
+                mine.extend(theirs)  # type: ignore[no-untyped-call]
+            self._inputs = mx.concatenate([self._inputs, token])
+        else:
+            self._cache, self._inputs = merged, token
+        self._rows.append(_Row(job, self._tokenizer))
+
+    def _decode(self) -> None:
+        logits = self._model(self._inputs[:, None], cache=self._cache)[:, -1, :]
+        constrained = [i for i, row in enumerate(self._rows) if row.job.constraint is not None]
+        if constrained:
+            # Start the forward pass, so llguidance computes the masks while MLX computes logits.
+            mx.async_eval(logits)  # type: ignore[no-untyped-call]
+            vocab = int(logits.shape[-1])
+            masks = [
+                mx.array(row.job.constraint.allowed(vocab)) if row.job.constraint is not None else None
+                for row in self._rows
+            ]
+            full = mx.ones((vocab,), dtype=mx.bool_)
+            allowed = mx.stack([full if m is None else m for m in masks])
+            logits = mx.where(allowed, logits, mx.array(-mx.inf, dtype=logits.dtype))
+        greedy = mx.argmax(logits, axis=-1)
+        sampled: list[Any] = []
+        for i, row in enumerate(self._rows):
+            if row.greedy:
+                sampled.append(greedy[i : i + 1])
+            else:
+                row_logits = logits[i : i + 1]
+                row_logits = row_logits - mx.logsumexp(row_logits, axis=-1, keepdims=True)
+                sampled.append(row.sampler(row_logits).reshape(1))
+        tokens = mx.concatenate(sampled).astype(mx.uint32)
+        mx.eval(tokens)
+        keep: list[int] = []
+        values: list[int] = tokens.tolist()  # type: ignore[assignment]
+        for i, (row, token) in enumerate(zip(self._rows, values, strict=True)):
+            if not self._feed(row, token):
+                keep.append(i)
+        self._inputs = tokens
+        if len(keep) < len(self._rows):
+            self._keep(keep)
+
+    @staticmethod
+    def _feed(row: _Row, token: int) -> bool:
+        constraint = row.job.constraint
+        if constraint is None or token in row.output.eos_token_ids:
+            # With a grammar, end-of-turn is only offered once it is complete: nothing to consume.
+            return row.output.feed(token)
+        constraint.consume(token)
+        return row.output.feed(token, complete=constraint.done)
+
+    def _drop_cancelled(self) -> None:
+        if any(p.job.cancelled for p in self._waiting):
+            for prefill in [p for p in self._waiting if p.job.cancelled]:
+                self._release(prefill.job)
+            self._waiting = deque(p for p in self._waiting if not p.job.cancelled)
+        keep = [i for i, row in enumerate(self._rows) if not row.job.cancelled]
+        if len(keep) < len(self._rows):
+            self._keep(keep)
+
+    def _keep(self, indices: list[int]) -> None:
+        """Keep only these rows (in order); the rest leave the batch and free their KV."""
+        self._rows = [self._rows[i] for i in indices]
+        if not indices:
+            self._cache, self._inputs = [], None
+            return
+        selected = mx.array(indices, dtype=mx.int32)
+        for layer in self._cache:
+            layer.filter(selected)  # type: ignore[no-untyped-call]
+        self._inputs = self._inputs[selected]
+
+    def _release(self, job: Job) -> None:
+        plan = job.cache_plan
+        if self._prefix is not None and plan is not None and plan.reuse is not None:
+            self._prefix.release(plan.reuse)
+            plan.reuse = None
