@@ -76,9 +76,21 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def bench(session: nox.Session) -> None:
-    """Engine speed against named comparators measured in the same run."""
+    """Serving speed against named comparators measured in the same run (scripts/bench.py):
+    our batching engine, its round-robin scheduler, bare mlx-lm on the same model, and with
+    `-- --with-llama-cpp` llama.cpp on the same GGUF. Table, reports/bench/bench.json and .png.
+    The BLAS and grammar figures: `python scripts/measure_engine.py`."""
+    install_project(session, "server", "bench")
+    session.run("python", "scripts/bench.py", *session.posargs)
+
+
+@nox.session(default=False)
+def soak(session: nox.Session) -> None:
+    """Load test (scripts/soak.py, not in CI; a short one is in `nox -s tests`): 64 concurrent
+    streaming clients, a quarter hanging up mid-stream; no 5xx, answers equal to solo ones,
+    abandoned generations freed within 1 s, memory flat. Options after --."""
     install_project(session, "server")
-    session.run("python", "scripts/measure_engine.py", *session.posargs)
+    session.run("python", "scripts/soak.py", *session.posargs)
 
 
 @nox.session(default=False)

@@ -77,6 +77,8 @@ class ServingLimits:
     max_pending: int = DEFAULT_MAX_PENDING
     cache_budget_bytes: int = DEFAULT_BUDGET_BYTES
     cache_min_tokens: int = DEFAULT_MIN_TOKENS
+    # False: the round-robin scheduler (one sequence per forward pass), the benchmark's "before".
+    batching: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,7 +371,11 @@ class MLXEngine:
             from .worker import make_scheduler
 
             scheduler = make_scheduler(
-                loaded.model, loaded.tokenizer, max_batch=self.limits.max_batch, prefix_cache=self._prefix
+                loaded.model,
+                loaded.tokenizer,
+                max_batch=self.limits.max_batch,
+                prefix_cache=self._prefix,
+                batching=self.limits.batching,
             )
         except BaseException as exc:
             ready.put(exc)

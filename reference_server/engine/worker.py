@@ -3,13 +3,11 @@
 Importing this module imports `mlx.core`, so only `mlx.py` imports it, inside the worker
 thread, after `blas.enable_fast_blas` has run.
 
-The scheduler is the seam for continuous batching. `RoundRobinScheduler` advances each active
-generation by one unit of work in turn (a prefill chunk or one decoded token), each with its own
-KV cache. A scheduler built on mlx-lm's `BatchGenerator` can replace it behind the same calls
-(`add`, `step`, `fail_all`, `__len__`): `add` becomes `insert`, `step` becomes `next()` with
-tokens routed to each job's `TokenOutput` by uid, and cancelled jobs are `remove`d. Token
-accounting, end-of-turn handling and detokenisation live in `TokenOutput`, shared by any
-scheduler.
+Schedulers sit behind `make_scheduler` (calls `add`, `step`, `fail_all`, `__len__`): the
+default is continuous batching (`batching.BatchScheduler`); `RoundRobinScheduler` advances each
+active generation by one unit of work in turn (a prefill chunk or one decoded token), each with
+its own KV cache, for models whose caches cannot be batched. Token accounting, end-of-turn
+handling and detokenisation live in `TokenOutput`, shared by both.
 
 A job may carry a grammar `Constraint` (compiled before the job is queued). Its state is the
 job's own: each decode step masks that job's logits with `apply_constraint`, samples, and
@@ -251,11 +249,13 @@ def make_scheduler(
     *,
     max_batch: int,
     prefix_cache: PrefixCache | None = None,
+    batching: bool = True,
 ) -> Scheduler:
     """The worker's scheduler: continuous batching (batching.py) for models whose layers all use
-    a plain KV cache, else round robin (one sequence per step, no prefix reuse)."""
+    a plain KV cache, else (or when `batching` is off) round robin: one sequence per step, no
+    prefix reuse."""
     from .batching import BatchScheduler, batchable
 
-    if batchable(model):
+    if batching and batchable(model):
         return BatchScheduler(model, tokenizer, max_batch=max_batch, prefix_cache=prefix_cache)
     return RoundRobinScheduler(model, tokenizer)

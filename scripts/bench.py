@@ -1,0 +1,560 @@
+"""Serving benchmark: our MLX engine and server against named comparators, in one run, on the
+same model file and the same cores.
+
+    nox -s bench                              # SmolLM2, every comparator but llama.cpp
+    nox -s bench -- --with-llama-cpp          # + llama.cpp (llama-cpp-python, built on first use)
+    nox -s bench -- --quick                   # tiny prompts and counts, a smoke run (~1 min)
+
+Figures (greedy, `--max-tokens` per stream; CPU contention distorts all of them: check `uptime`):
+- prefill tok/s (a `--prefill-tokens` prompt, max_tokens 1: prompt tokens / time to first token),
+  time to first token and single-stream decode tok/s (a `--prompt-tokens` prompt);
+- aggregate decode tok/s at each of `--streams` concurrent streams: tokens generated while every
+  stream was decoding, over that window (the prefills of the streams are outside it);
+- prefix-cache hit: time to first token of a `--cache-prompt-tokens` system prompt with a
+  `cache_control` breakpoint, first (written) and again with another question (read);
+- server overhead: the same streamed request through HTTP + protocol + SSE on a real socket
+  against the engine alone, alternating, medians.
+Comparators: our engine with the round-robin scheduler (one sequence per forward pass, the
+scheduler before continuous batching), bare mlx-lm (`generate_step`, `BatchGenerator`) on the
+very same loaded model, and llama.cpp on the same GGUF file (opt-in: `--with-llama-cpp` installs
+llama-cpp-python into `.cache/bench/` on first use, built with `-DGGML_NATIVE=OFF`, ~5 min).
+
+Output: a table on the terminal, `reports/bench/bench.json` and `reports/bench/bench.png`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+FILLER = (
+    "Please explain, step by step and with examples, how a small transformer language model "
+    "turns a prompt into text: tokenization, embeddings, attention, the key-value cache, "
+    "sampling, and why decoding one token at a time is slower than reading the prompt. "
+)
+LLAMA_CPP = "llama-cpp-python==0.3.16"
+LLAMA_VENV = ROOT / ".cache" / "bench" / "llama-cpp"
+
+
+# --- prompts -------------------------------------------------------------------------------
+
+
+def padded_text(tokenizer: Any, tokens: int, lead: str = "") -> str:
+    """A user turn's text whose rendered prompt (chat template included) has about `tokens`."""
+    from reference_server.engine.base import Turn
+
+    filler = FILLER * (tokens // 20 + 2)
+
+    def count(n: int) -> int:
+        return len(tokenizer.encode_turns((Turn("user", lead + filler[:n]),)))
+
+    low, high = 0, len(filler)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if count(middle) <= tokens:
+            low = middle
+        else:
+            high = middle - 1
+    return lead + filler[:low]
+
+
+def window_rate(timelines: Sequence[Sequence[tuple[float, int]]]) -> tuple[float, int]:
+    """Aggregate decode: tokens generated while every stream was decoding, per second.
+
+    Each timeline is (time, cumulative tokens) per delta of one stream. The window runs from
+    the last stream's first token to the first stream's end."""
+    start = max(t[0][0] for t in timelines)
+    end = min(t[-1][0] for t in timelines)
+    if end <= start:
+        return 0.0, 0
+    tokens = 0
+    for timeline in timelines:
+        before = max((n for when, n in timeline if when <= start), default=0)
+        within = max((n for when, n in timeline if when <= end), default=0)
+        tokens += within - before
+    return tokens / (end - start), tokens
+
+
+# --- our engine ----------------------------------------------------------------------------
+
+
+async def _timeline(engine: Any, request: Any) -> list[tuple[float, int]]:
+    line = [(time.perf_counter(), 0)]
+    async for delta in engine.generate(request):
+        line.append((time.perf_counter(), delta.output_tokens))
+    return line
+
+
+def _single(line: list[tuple[float, int]]) -> dict[str, float]:
+    begin, (first, _), (last, tokens) = line[0][0], line[1], line[-1]
+    return {
+        "ttft_s": first - begin,
+        "decode_tok_s": (tokens - 1) / (last - first) if tokens > 1 and last > first else 0.0,
+        "tokens": tokens,
+    }
+
+
+async def bench_engine(args: argparse.Namespace, *, batching: bool) -> dict[str, Any]:
+    from reference_server.engine import load_engine
+    from reference_server.engine.base import CacheMark, EngineRequest, Sampling, Turn
+    from reference_server.engine.mlx import ServingLimits
+
+    limits = ServingLimits(max_batch=max(args.streams), batching=batching, cache_min_tokens=1024)
+    engine = await asyncio.to_thread(load_engine, args.model, limits=limits)
+    model_id = engine.models()[0].id
+    greedy = Sampling(temperature=0)
+
+    def ask(text: str, max_tokens: int = args.max_tokens, system: Turn | None = None) -> EngineRequest:
+        turns = ((system,) if system else ()) + (Turn("user", text),)
+        return EngineRequest(model_id, turns, max_tokens, greedy)
+
+    out: dict[str, Any] = {"batching": batching}
+    prefill_text = padded_text(engine.tokenizer, args.prefill_tokens, "Prefill. ")
+    prefill_tokens = await engine.count_tokens(ask(prefill_text))
+    ttfts = [_single(await _timeline(engine, ask(prefill_text, 1)))["ttft_s"] for _ in range(args.runs)]
+    out["prefill_tokens"] = prefill_tokens
+    out["prefill_tok_s"] = prefill_tokens / statistics.median(ttfts)
+    prompt = padded_text(engine.tokenizer, args.prompt_tokens)
+    singles = [_single(await _timeline(engine, ask(prompt))) for _ in range(args.runs)]
+    out["prompt_tokens"] = await engine.count_tokens(ask(prompt))
+    out["ttft_s"] = statistics.median(s["ttft_s"] for s in singles)
+    out["decode_tok_s"] = statistics.median(s["decode_tok_s"] for s in singles)
+    out["aggregate"] = {}
+    for streams in args.streams:
+        # Distinct from the first token on, so no stream reuses another's prefix.
+        requests = [ask(f"Stream {i}. {prompt}") for i in range(streams)]
+        lines = await asyncio.gather(*(_timeline(engine, r) for r in requests))
+        rate, tokens = window_rate(lines)
+        out["aggregate"][str(streams)] = {"decode_tok_s": rate, "window_tokens": tokens}
+    if batching:
+        system = padded_text(engine.tokenizer, args.cache_prompt_tokens, "System. ")
+        marked = Turn("system", system, cache_marks=(CacheMark(len(system), "5m"),))
+        first = await engine.start(ask("What is the first step?", 4, marked))
+        first_line = [(time.perf_counter(), 0)]
+        async for delta in first:
+            first_line.append((time.perf_counter(), delta.output_tokens))
+        again = await engine.start(ask("And the second step?", 4, marked))
+        again_line = [(time.perf_counter(), 0)]
+        async for delta in again:
+            again_line.append((time.perf_counter(), delta.output_tokens))
+        cold, warm = _single(first_line)["ttft_s"], _single(again_line)["ttft_s"]
+        out["prefix_cache"] = {
+            "prompt_tokens": first.usage.tokens,
+            "cold_ttft_s": cold,
+            "hit_ttft_s": warm,
+            "speedup": cold / warm,
+            "cold_usage": vars_of(first.usage),
+            "hit_usage": vars_of(again.usage),
+        }
+        out["overhead"] = await bench_overhead(args, engine, ask(prompt))
+    await engine.aclose()
+    return out
+
+
+def vars_of(usage: Any) -> dict[str, int]:
+    return {
+        "input_tokens": usage.uncached,
+        "cache_read_input_tokens": usage.cache_read,
+        "cache_creation_input_tokens": usage.cache_write,
+    }
+
+
+async def bench_overhead(args: argparse.Namespace, engine: Any, request: Any) -> dict[str, Any]:
+    """The same streamed request through the server and through the engine, alternating."""
+    import httpx
+
+    from conformance.launcher import reference_server
+
+    text = request.turns[-1].text
+    body = {
+        "model": args.model,
+        "max_tokens": request.max_tokens,
+        "temperature": 0,
+        "stream": True,
+        "messages": [{"role": "user", "content": text}],
+    }
+    log = ROOT / "reports" / "bench" / "server.log"
+    engine_s: list[float] = []
+    server_s: list[float] = []
+    with reference_server(args.model, log=log) as url:
+        async with httpx.AsyncClient(
+            base_url=url, timeout=300, headers={"anthropic-version": "2023-06-01"}
+        ) as http:
+            for _ in range(args.runs + 1):  # the first pair warms both up and is not counted
+                line = await _timeline(engine, request)
+                engine_s.append(line[-1][0] - line[0][0])
+                began = time.perf_counter()
+                async with http.stream("POST", "/v1/messages", json=body) as response:
+                    async for _ in response.aiter_lines():
+                        pass
+                server_s.append(time.perf_counter() - began)
+    engine_med, server_med = statistics.median(engine_s[1:]), statistics.median(server_s[1:])
+    return {
+        "engine_s": engine_med,
+        "server_s": server_med,
+        "overhead": server_med / engine_med - 1,
+        "max_tokens": request.max_tokens,
+    }
+
+
+# --- bare mlx-lm on the same loaded model --------------------------------------------------
+
+
+def bench_mlx_lm(args: argparse.Namespace) -> dict[str, Any]:
+    import mlx.core as mx
+    from mlx_lm.generate import BatchGenerator, generate_step
+
+    from reference_server.engine.base import Turn
+    from reference_server.engine.blas import enable_fast_blas
+    from reference_server.engine.mlx import _load
+    from reference_server.engine.sources import resolve_model
+
+    loaded = _load(resolve_model(args.model), enable_fast_blas("auto"), 0, None)
+    model, tokenizer = loaded.model, loaded.tokenizer
+    prompt = padded_text(tokenizer, args.prompt_tokens)
+    tokens = tokenizer.encode_turns((Turn("user", prompt),))
+    eos = tokenizer.eos_token_ids
+
+    def greedy(logprobs: Any) -> Any:
+        return mx.argmax(logprobs, axis=-1)
+
+    singles = []
+    for _ in range(args.runs):
+        line = [(time.perf_counter(), 0)]
+        for count, (token, _) in enumerate(
+            generate_step(mx.array(tokens), model, max_tokens=args.max_tokens, sampler=greedy), start=1
+        ):
+            line.append((time.perf_counter(), count))
+            if int(token) in eos:
+                break
+        singles.append(_single(line))
+    out: dict[str, Any] = {
+        "ttft_s": statistics.median(s["ttft_s"] for s in singles),
+        "decode_tok_s": statistics.median(s["decode_tok_s"] for s in singles),
+        "aggregate": {},
+    }
+    for streams in args.streams:
+        prompts = [tokenizer.encode_turns((Turn("user", f"Stream {i}. {prompt}"),)) for i in range(streams)]
+        generator = BatchGenerator(
+            model,
+            max_tokens=args.max_tokens,
+            stop_tokens=[[t] for t in eos],
+            completion_batch_size=streams,
+            prefill_batch_size=min(8, streams),
+        )
+        uids = generator.insert(prompts)
+        lines: dict[int, list[tuple[float, int]]] = {uid: [(time.perf_counter(), 0)] for uid in uids}
+        live = set(uids)
+        while live:
+            for response in generator.next_generated():
+                line = lines[response.uid]
+                line.append((time.perf_counter(), line[-1][1] + 1))
+                if response.finish_reason is not None:
+                    live.discard(response.uid)
+        generator.close()
+        rate, window = window_rate(list(lines.values()))
+        out["aggregate"][str(streams)] = {"decode_tok_s": rate, "window_tokens": window}
+    return out
+
+
+# --- llama.cpp -----------------------------------------------------------------------------
+
+
+def llama_python() -> Path:
+    """The venv with llama-cpp-python, built on first use (native CPU features off: the AMX path
+    of a native build crashed with an illegal instruction on the reference machine)."""
+    python = LLAMA_VENV / "bin" / "python"
+    if python.exists():
+        check = subprocess.run([python, "-c", "import llama_cpp"], capture_output=True, check=False)
+        if check.returncode == 0:
+            return python
+    subprocess.run([sys.executable, "-m", "venv", str(LLAMA_VENV)], check=True)
+    env = {
+        **os.environ,
+        "CMAKE_ARGS": "-DGGML_NATIVE=OFF",
+        "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2),
+    }
+    print(f"building {LLAMA_CPP} into {LLAMA_VENV} (about 5 minutes)...", flush=True)
+    subprocess.run([python, "-m", "pip", "install", "-q", LLAMA_CPP], check=True, env=env)
+    return python
+
+
+LLAMA_CHILD = r"""
+import json, sys, time
+from llama_cpp import Llama
+spec = json.loads(sys.argv[1])
+llm = Llama(model_path=spec["gguf"], n_ctx=4096, n_threads=spec["threads"], n_batch=512, verbose=False)
+def run(text, max_tokens):
+    tokens = llm.tokenize(text.encode(), add_bos=False, special=True)
+    llm.reset()
+    began = time.perf_counter(); first = last = None; n = 0
+    for n, token in enumerate(llm.generate(tokens, temp=0.0, top_k=1, reset=True), start=1):
+        now = time.perf_counter()
+        first = first or now
+        last = now
+        if token == llm.token_eos() or n >= max_tokens:
+            break
+    return {"prompt_tokens": len(tokens), "ttft_s": first - began,
+            "decode_tok_s": (n - 1) / (last - first) if n > 1 else 0.0}
+out = {}
+for _ in range(2):
+    run(spec["prompt"], 2)  # warm-up
+prefill = [run(spec["prefill"], 1) for _ in range(spec["runs"])]
+singles = [run(spec["prompt"], spec["max_tokens"]) for _ in range(spec["runs"])]
+med = lambda xs: sorted(xs)[len(xs) // 2]
+out["prefill_tokens"] = prefill[0]["prompt_tokens"]
+out["prefill_tok_s"] = prefill[0]["prompt_tokens"] / med([r["ttft_s"] for r in prefill])
+out["ttft_s"] = med([r["ttft_s"] for r in singles])
+out["decode_tok_s"] = med([r["decode_tok_s"] for r in singles])
+print(json.dumps(out))
+"""
+
+
+def bench_llama_cpp(args: argparse.Namespace) -> dict[str, Any]:
+    from reference_server.engine.base import Turn
+    from reference_server.engine.gguf import read_gguf
+    from reference_server.engine.sources import find_smollm2_gguf
+    from reference_server.engine.tokenizer import ChatTokenizer
+
+    gguf = find_smollm2_gguf(fetch=False)
+    _, meta = read_gguf(gguf)
+    tokenizer = ChatTokenizer.from_gguf(meta)
+    spec = {
+        "gguf": str(gguf),
+        "threads": len(os.sched_getaffinity(0)),
+        "runs": args.runs,
+        "max_tokens": args.max_tokens,
+        # The exact prompt texts our engine reads, chat template included.
+        "prompt": tokenizer.render((Turn("user", padded_text(tokenizer, args.prompt_tokens)),)),
+        "prefill": tokenizer.render(
+            (Turn("user", padded_text(tokenizer, args.prefill_tokens, "Prefill. ")),)
+        ),
+    }
+    done = subprocess.run(
+        [llama_python(), "-c", LLAMA_CHILD, json.dumps(spec)], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[-3:]}
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result["gguf"] = gguf.name
+    return result
+
+
+# --- report --------------------------------------------------------------------------------
+
+
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    ours, before = results["ours"], results["round_robin"]
+    llama = results.get("llama_cpp") or {}
+    agg8 = ours["aggregate"].get("8", {}).get("decode_tok_s")
+    rows: list[dict[str, Any]] = []
+
+    def row(name: str, value: float | None, goal: float, comparator: str) -> None:
+        rows.append(
+            {
+                "target": name,
+                "ratio": None if value is None else round(value, 3),
+                "goal": goal,
+                "met": None if value is None else value >= goal,
+                "comparator": comparator,
+            }
+        )
+
+    row(
+        "aggregate decode at 8 streams / our single stream",
+        agg8 and agg8 / ours["decode_tok_s"],
+        4.0,
+        "ours, 1 stream",
+    )
+    llama_decode = llama.get("decode_tok_s")
+    row(
+        "aggregate decode at 8 streams / llama.cpp single stream",
+        agg8 and llama_decode and agg8 / llama_decode,
+        0.75,
+        "llama.cpp",
+    )
+    row(
+        "single-stream decode / round-robin scheduler's",
+        ours["decode_tok_s"] / before["decode_tok_s"],
+        1.3,
+        "round robin (before batching)",
+    )
+    llama_prefill = llama.get("prefill_tok_s")
+    row(
+        "prefill / llama.cpp prefill",
+        llama_prefill and ours["prefill_tok_s"] / llama_prefill,
+        1.0,
+        "llama.cpp",
+    )
+    row("prefix-cache hit: cold TTFT / hit TTFT", ours["prefix_cache"]["speedup"], 5.0, "same prefix, cold")
+    rows.append(
+        {
+            "target": "server overhead (HTTP + protocol + SSE) vs engine alone",
+            "ratio": round(ours["overhead"]["overhead"], 4),
+            "goal": "<= 0.02",
+            "met": ours["overhead"]["overhead"] <= 0.02,
+            "comparator": "engine alone, same request",
+        }
+    )
+    return rows
+
+
+def print_table(results: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title=f"Serving benchmark: {results['model']} ({results['machine']})")
+    columns = ["prefill tok/s", "TTFT s", "decode tok/s", *(f"agg@{s}" for s in results["streams"])]
+    table.add_column("engine")
+    for column in columns:
+        table.add_column(column, justify="right")
+    for key, label in (
+        ("ours", "ours (batching)"),
+        ("round_robin", "ours, round robin"),
+        ("mlx_lm", "bare mlx-lm"),
+        ("llama_cpp", "llama.cpp"),
+    ):
+        figures = results.get(key)
+        if not figures or "error" in figures:
+            continue
+
+        def cell(value: float | None, digits: int = 1) -> str:
+            return "-" if value is None else f"{value:.{digits}f}"
+
+        aggregate = figures.get("aggregate", {})
+        table.add_row(
+            label,
+            cell(figures.get("prefill_tok_s")),
+            cell(figures.get("ttft_s"), 3),
+            cell(figures.get("decode_tok_s")),
+            *(cell(aggregate.get(str(s), {}).get("decode_tok_s")) for s in results["streams"]),
+        )
+    console.print(table)
+    goals = Table(title="Targets (ratios measured in this run)")
+    for column in ("target", "ratio", "goal", "met", "comparator"):
+        goals.add_column(column)
+    for target in results["targets"]:
+        goals.add_row(*(str(target[c]) for c in ("target", "ratio", "goal", "met", "comparator")))
+    console.print(goals)
+    cache = results["ours"]["prefix_cache"]
+    console.print(
+        f"prefix cache: {cache['prompt_tokens']} tokens, cold TTFT {cache['cold_ttft_s']:.2f} s, "
+        f"hit {cache['hit_ttft_s']:.2f} s ({cache['speedup']:.1f}x); usage {cache['hit_usage']}"
+    )
+    overhead = results["ours"]["overhead"]
+    console.print(
+        f"server overhead: {overhead['server_s']:.3f} s through HTTP vs {overhead['engine_s']:.3f} s engine "
+        f"alone ({overhead['overhead'] * 100:+.1f} %, max_tokens {overhead['max_tokens']})"
+    )
+
+
+def chart(results: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    streams = results["streams"]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for key, label in (
+        ("ours", "ours (batching)"),
+        ("round_robin", "ours, round robin"),
+        ("mlx_lm", "mlx-lm BatchGenerator"),
+    ):
+        aggregate = results.get(key, {}).get("aggregate", {})
+        if aggregate:
+            left.plot(streams, [aggregate[str(s)]["decode_tok_s"] for s in streams], marker="o", label=label)
+    llama = results.get("llama_cpp") or {}
+    if "decode_tok_s" in llama:
+        left.axhline(llama["decode_tok_s"], color="grey", linestyle="--", label="llama.cpp, 1 stream")
+    left.set_xlabel("concurrent streams")
+    left.set_ylabel("aggregate decode tok/s")
+    left.set_xticks(streams)
+    left.legend()
+    left.set_title("Aggregate decode")
+    names, prefill, decode = [], [], []
+    for key, label in (
+        ("ours", "ours"),
+        ("round_robin", "round robin"),
+        ("mlx_lm", "mlx-lm"),
+        ("llama_cpp", "llama.cpp"),
+    ):
+        figures = results.get(key) or {}
+        if "decode_tok_s" in figures:
+            names.append(label)
+            prefill.append(figures.get("prefill_tok_s") or 0)
+            decode.append(figures["decode_tok_s"])
+    positions = range(len(names))
+    right.bar([p - 0.2 for p in positions], prefill, width=0.4, label="prefill tok/s")
+    right.bar([p + 0.2 for p in positions], decode, width=0.4, label="decode tok/s (1 stream)")
+    right.set_xticks(list(positions), names)
+    right.legend()
+    right.set_title("Single stream")
+    figure.suptitle(f"{results['model']} on {results['machine']}")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--prompt-tokens", type=int, default=195)
+    parser.add_argument("--prefill-tokens", type=int, default=1024)
+    parser.add_argument("--cache-prompt-tokens", type=int, default=6000)
+    parser.add_argument("--streams", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4, 8, 16])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--with-llama-cpp", action="store_true", help="also measure llama.cpp (opt-in)")
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
+    parser.add_argument("--out", type=Path, default=ROOT / "reports" / "bench")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.max_tokens, args.prefill_tokens, args.cache_prompt_tokens = 16, 256, 1200
+        args.streams, args.runs = [1, 4], 1
+    from reference_server.engine.blas import enable_fast_blas
+
+    blas = enable_fast_blas("auto")  # before MLX loads, for every engine in this process
+    args.out.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {
+        "model": args.model,
+        "machine": f"{platform.machine()}, {len(os.sched_getaffinity(0))} cores, BLAS {blas}",
+        "load_average": os.getloadavg(),
+        "streams": args.streams,
+        "max_tokens": args.max_tokens,
+    }
+    steps: list[tuple[str, Callable[[], Any]]] = [
+        ("ours", lambda: asyncio.run(bench_engine(args, batching=True))),
+        ("round_robin", lambda: asyncio.run(bench_engine(args, batching=False))),
+        ("mlx_lm", lambda: bench_mlx_lm(args)),
+    ]
+    if args.with_llama_cpp:
+        steps.append(("llama_cpp", lambda: bench_llama_cpp(args)))
+    for key, step in steps:
+        began = time.perf_counter()
+        print(f"measuring {key}...", flush=True)
+        results[key] = step()
+        results[key]["measured_in_s"] = round(time.perf_counter() - began, 1)
+    results["targets"] = targets(results)
+    (args.out / "bench.json").write_text(json.dumps(results, indent=2, default=float) + "\n")
+    chart(results, args.out / "bench.png")
+    print_table(results)
+    print(f"wrote {args.out / 'bench.json'} and {args.out / 'bench.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
