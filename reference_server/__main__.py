@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from reference_server.catalog import Alias
 from reference_server.settings import API_KEY_ENV, DEFAULT_MODEL, Settings
 
+_DEFAULTS = Settings()
+
 
 def parse_args(argv: Sequence[str] | None = None) -> Settings:
     parser = argparse.ArgumentParser(
@@ -61,28 +63,28 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
     parser.add_argument(
         "--max-batch",
         type=int,
-        default=16,
+        default=_DEFAULTS.max_batch,
         metavar="ROWS",
         help="generations decoded together in one forward pass (default 16)",
     )
     parser.add_argument(
         "--max-pending",
         type=int,
-        default=128,
+        default=_DEFAULTS.max_pending,
         metavar="N",
         help="generations admitted at once, queued ones included; the next gets 529 (default 128)",
     )
     parser.add_argument(
         "--cache-budget-mb",
         type=int,
-        default=1024,
+        default=_DEFAULTS.cache_budget_mb,
         metavar="MB",
         help="memory for cached prompt prefixes (KV state), least recently used out first (default 1024)",
     )
     parser.add_argument(
         "--cache-min-tokens",
         type=int,
-        default=1024,
+        default=_DEFAULTS.cache_min_tokens,
         metavar="TOKENS",
         help="shortest prefix a cache_control breakpoint caches (default 1024, as the API's minimum)",
     )

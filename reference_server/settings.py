@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from reference_server.catalog import Alias
+from reference_server.engine.mlx import DEFAULT_MAX_BATCH, DEFAULT_MAX_PENDING
+from reference_server.engine.prefix_cache import DEFAULT_BUDGET_BYTES, DEFAULT_MIN_TOKENS
 
 API_KEY_ENV = "PLUMBLINE_API_KEY"
 DEFAULT_MODEL = "smollm2-135m-instruct"
@@ -30,10 +32,10 @@ class Settings:
     max_body_bytes: int = MAX_BODY_BYTES
     log_level: str = "info"
     # Batching, admission and the prompt cache (engine/mlx.py ServingLimits; README "Serving").
-    max_batch: int = 16
-    max_pending: int = 128
-    cache_budget_mb: int = 1024
-    cache_min_tokens: int = 1024
+    max_batch: int = DEFAULT_MAX_BATCH
+    max_pending: int = DEFAULT_MAX_PENDING
+    cache_budget_mb: int = DEFAULT_BUDGET_BYTES >> 20
+    cache_min_tokens: int = DEFAULT_MIN_TOKENS
 
     @staticmethod
     def api_key_from_env() -> str | None:

@@ -33,12 +33,7 @@ if TYPE_CHECKING:
     from .prefix_cache import PrefixCache
     from .tokenizer import ChatTokenizer
 
-__all__ = ["DEFAULT_MAX_BATCH", "BatchScheduler", "batchable"]
-
-# Rows decoded together. Aggregate decode speed on two cores grows up to about 16 rows for
-# SmolLM2 (the weights are read once per step for every row); beyond, attention over each
-# row's context dominates and latency per token grows without more throughput.
-DEFAULT_MAX_BATCH = 16
+__all__ = ["BatchScheduler", "batchable"]
 
 
 def batchable(model: Any) -> bool:
@@ -91,7 +86,7 @@ class BatchScheduler:
         model: Any,
         tokenizer: ChatTokenizer,
         *,
-        max_batch: int = DEFAULT_MAX_BATCH,
+        max_batch: int,
         prefix_cache: PrefixCache | None = None,
     ) -> None:
         """Schedule generations of `model`; `prefix_cache` lends and keeps prompt KV states."""

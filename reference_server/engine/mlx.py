@@ -63,6 +63,9 @@ __all__ = [
 _log = logging.getLogger(__name__)
 # Context window for mlx-lm directories whose config does not state one.
 _DEFAULT_CONTEXT = 2048
+# Rows decoded together. Aggregate decode on two cores grows up to about 16 rows for SmolLM2
+# (the weights are read once per step for every row); beyond, each row's attention dominates.
+DEFAULT_MAX_BATCH = 16
 # Generations admitted at once (decoding, prefilling or queued); the next is refused with 529.
 DEFAULT_MAX_PENDING = 128
 # Seconds a refused client is told to wait (`retry-after`): about one decode burst here.
@@ -73,7 +76,7 @@ RETRY_AFTER_S = 1
 class ServingLimits:
     """How the worker schedules: decode batch size, admission bound, prompt cache size."""
 
-    max_batch: int = 16
+    max_batch: int = DEFAULT_MAX_BATCH
     max_pending: int = DEFAULT_MAX_PENDING
     cache_budget_bytes: int = DEFAULT_BUDGET_BYTES
     cache_min_tokens: int = DEFAULT_MIN_TOKENS
