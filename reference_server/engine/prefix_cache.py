@@ -127,10 +127,9 @@ class PrefixCache:
         now = self._clock()
         # The last prompt token is always fed by the decode step, so at most len - 1 are lent.
         usable = len(prompt) - 1
-        eligible = sorted(
-            (p for p in points if self.min_tokens <= p.position <= len(prompt)),
-            key=lambda p: p.position,
-        )
+        # A breakpoint at the very end caches all but the last token, which the decode step reads.
+        clamped = (CachePoint(min(p.position, usable), p.ttl) for p in points)
+        eligible = sorted((p for p in clamped if p.position >= self.min_tokens), key=lambda p: p.position)
         with self._lock:
             read, hit = 0, None
             for point in eligible:
