@@ -23,7 +23,13 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 
-__all__ = ["BLOCK_ROWS", "NUMPY_MIN_SCORES", "install_numpy_softmax", "numpy_softmax_attention"]
+__all__ = [
+    "BLOCK_ROWS",
+    "NUMPY_MIN_SCORES",
+    "decode_attention",
+    "install_numpy_softmax",
+    "numpy_softmax_attention",
+]
 
 # Below about a million scores (a decode step is heads x context, at most ~74k for SmolLM2)
 # the copy to NumPy and back costs more than MLX's slow exp.
@@ -96,6 +102,25 @@ def numpy_softmax_attention(queries: Any, keys: Any, values: Any, *, scale: floa
     return mx.array(out.reshape(batch, heads, length, -1))
 
 
+def decode_attention(queries: Any, keys: Any, values: Any, *, scale: float, mask: Any) -> Any:
+    """Attention of one query position per row (a decode step), grouped heads without repeating
+    K and V: `queries` (B, H, 1, D); `keys`, `values` (B, KV, S, D); `mask` None or a boolean
+    array broadcastable to (B, 1, 1, S) (True = attend: the batch's left padding is False).
+
+    The same arithmetic as MLX's CPU fallback for `scaled_dot_product_attention` (identical
+    output here), in fewer, larger operations: at 8 rows over 260 positions a layer's attention
+    took 1.6 ms instead of 2.1 ms, at 16 rows 3.2 instead of 4.1.
+    """
+    batch, heads, _, dim = queries.shape
+    kv_heads, context = keys.shape[1], keys.shape[2]
+    grouped = (queries * scale).reshape(batch, kv_heads, heads // kv_heads, dim)
+    scores = grouped @ keys.transpose(0, 1, 3, 2)  # (B, KV, group, S)
+    if mask is not None:
+        scores = mx.where(mask.reshape(-1, 1, 1, context), scores, mx.array(-mx.inf, dtype=scores.dtype))
+    weights = mx.softmax(scores, axis=-1)
+    return (weights @ values).reshape(batch, heads, 1, -1)
+
+
 def _single_threaded_numpy_blas() -> None:
     # NumPy's wheel bundles its own OpenBLAS, whose threads spin beside those of the OpenBLAS
     # that MLX uses (blas.py): the block matmuls above then fight MLX's for two cores. A 29k-token
@@ -138,6 +163,14 @@ def install_numpy_softmax(model: Any) -> bool:
         sinks: Any = None,
     ) -> Any:
         batch, heads, length, _ = queries.shape
+        if (
+            length == 1
+            and sinks is None
+            and not hasattr(cache, "bits")
+            and queries.dtype == mx.float32
+            and (mask is None or (isinstance(mask, mx.array) and mask.dtype == mx.bool_))
+        ):
+            return decode_attention(queries, keys, values, scale=scale, mask=mask)
         if (
             sinks is None
             and not hasattr(cache, "bits")  # quantized KV cache

@@ -187,15 +187,18 @@ class BatchScheduler:
             allowed = mx.stack([full if m is None else m for m in masks])
             logits = mx.where(allowed, logits, mx.array(-mx.inf, dtype=logits.dtype))
         greedy = mx.argmax(logits, axis=-1)
-        sampled: list[Any] = []
-        for i, row in enumerate(self._rows):
-            if row.greedy:
-                sampled.append(greedy[i : i + 1])
-            else:
-                row_logits = logits[i : i + 1]
-                row_logits = row_logits - mx.logsumexp(row_logits, axis=-1, keepdims=True)
-                sampled.append(row.sampler(row_logits).reshape(1))
-        tokens = mx.concatenate(sampled).astype(mx.uint32)
+        if all(row.greedy for row in self._rows):
+            tokens = greedy.astype(mx.uint32)
+        else:
+            sampled: list[Any] = []
+            for i, row in enumerate(self._rows):
+                if row.greedy:
+                    sampled.append(greedy[i : i + 1])
+                else:
+                    row_logits = logits[i : i + 1]
+                    row_logits = row_logits - mx.logsumexp(row_logits, axis=-1, keepdims=True)
+                    sampled.append(row.sampler(row_logits).reshape(1))
+            tokens = mx.concatenate(sampled).astype(mx.uint32)
         mx.eval(tokens)
         keep: list[int] = []
         values: list[int] = tokens.tolist()  # type: ignore[assignment]

@@ -82,3 +82,27 @@ def test_installed_for_llama_and_used_for_large_prefills(mx: Any) -> None:
     finally:
         llama.scaled_dot_product_attention = wrapped
     assert mx.allclose(patched, plain, atol=1e-4, rtol=1e-4).item()
+
+
+@pytest.mark.parametrize(
+    ("batch", "heads", "kv_heads", "masked"), [(1, 9, 3, None), (4, 9, 3, 30), (3, 4, 4, 5)]
+)
+def test_decode_attention_matches_mlx(
+    mx: Any, batch: int, heads: int, kv_heads: int, masked: int | None
+) -> None:
+    """One query per row, the batch's left padding masked out (as BatchKVCache masks it)."""
+    from reference_server.engine.attention import decode_attention
+
+    mx.random.seed(1)
+    context = 70
+    q = mx.random.normal((batch, heads, 1, 32))
+    k = mx.random.normal((batch, kv_heads, context, 32))
+    v = mx.random.normal((batch, kv_heads, context, 32))
+    mask = None
+    if masked is not None:
+        mask = mx.ones((batch, 1, 1, context), dtype=mx.bool_)
+        mask[0, ..., :masked] = False
+    got = decode_attention(q, k, v, scale=32**-0.5, mask=mask)
+    want = reference(mx, q, k, v, 32**-0.5, mask)
+    assert got.shape == want.shape
+    assert mx.allclose(got, want, atol=1e-6, rtol=1e-6).item()
