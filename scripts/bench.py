@@ -74,9 +74,9 @@ def padded_text(tokenizer: Any, tokens: int, lead: str = "") -> str:
 def window_rate(timelines: Sequence[Sequence[tuple[float, int]]]) -> tuple[float, int]:
     """Aggregate decode: tokens generated while every stream was decoding, per second.
 
-    Each timeline is (time, cumulative tokens) per delta of one stream. The window runs from
-    the last stream's first token to the first stream's end."""
-    start = max(t[0][0] for t in timelines)
+    Each timeline is (time, cumulative tokens): its start (tokens 0), then one entry per delta.
+    The window runs from the last stream's first token to the first stream's end."""
+    start = max(t[1][0] for t in timelines)
     end = min(t[-1][0] for t in timelines)
     if end <= start:
         return 0.0, 0

@@ -1,0 +1,56 @@
+"""scripts/bench.py's arithmetic: the aggregate decode window and the targets table."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench.py"
+
+
+@pytest.fixture(scope="module")
+def bench() -> Any:
+    spec = importlib.util.spec_from_file_location("bench_script", SCRIPT)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_window_starts_at_the_last_first_token_and_ends_at_the_first_end(bench: Any) -> None:
+    # (time, cumulative tokens); each timeline starts with its request (0 tokens).
+    early = [(0.0, 0), (1.0, 1), (2.0, 2), (3.0, 3), (4.0, 4)]
+    late = [(0.0, 0), (2.0, 1), (3.0, 2), (5.0, 3)]
+    rate, tokens = bench.window_rate([early, late])
+    # Window [2, 4]: early makes tokens 3 and 4, late token 2; prefill time is outside it.
+    assert tokens == 3
+    assert rate == pytest.approx(1.5)
+
+
+def test_targets_compare_against_the_named_comparators(bench: Any) -> None:
+    ours = {
+        "decode_tok_s": 10.0,
+        "prefill_tok_s": 300.0,
+        "aggregate": {"8": {"decode_tok_s": 45.0}},
+        "prefix_cache": {"speedup": 12.0},
+        "overhead": {"overhead": 0.01},
+    }
+    results = {
+        "ours": ours,
+        "round_robin": {"decode_tok_s": 8.0},
+        "llama_cpp": {"decode_tok_s": 60.0, "prefill_tok_s": 250.0},
+    }
+    rows = {row["target"]: row for row in bench.targets(results)}
+    assert rows["aggregate decode at 8 streams / our single stream"]["ratio"] == 4.5
+    assert rows["aggregate decode at 8 streams / our single stream"]["met"] is True
+    assert rows["aggregate decode at 8 streams / llama.cpp single stream"]["ratio"] == 0.75
+    assert rows["single-stream decode / round-robin scheduler's"]["met"] is False
+    assert rows["prefill / llama.cpp prefill"]["ratio"] == 1.2
+    without_llama = bench.targets({"ours": ours, "round_robin": {"decode_tok_s": 8.0}})
+    assert {row["target"]: row["met"] for row in without_llama}["prefill / llama.cpp prefill"] is None
