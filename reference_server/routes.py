@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import AsyncGenerator, Awaitable
 from typing import Any, TypeVar
 
 from litestar import Request, Response, get, post
+from litestar.background_tasks import BackgroundTask
 from litestar.response import Stream
 from litestar.types import Receive
 
+from reference_server.engine.base import Generation
 from reference_server.errors import NotFoundError
 from reference_server.ids import request_id_of
 from reference_server.openai import ChatCompletionsService, parse_request, sse_chunks
@@ -52,11 +54,7 @@ async def create_message(request: AnyRequest) -> Response[Any]:
             ping_interval=settings.ping_interval,
             request_id=request_id_of(request.scope),
         )
-        return Stream(
-            frames,
-            media_type="text/event-stream",
-            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
-        )
+        return _event_stream(frames, generation)
     try:
         message = await _unless_disconnected(request.receive, service.create(prepared, generation))
     finally:
@@ -114,16 +112,36 @@ async def create_chat_completion(request: AnyRequest) -> Response[Any]:
     generation = await service.start(prepared)
     headers = {"x-request-id": request_id_of(request.scope)}  # where the OpenAI SDK reads it
     if params.stream:
-        return Stream(
-            sse_chunks(service.stream(prepared, generation)),
-            media_type="text/event-stream",
-            headers={"cache-control": "no-cache", "x-accel-buffering": "no", **headers},
-        )
+        return _event_stream(sse_chunks(service.stream(prepared, generation)), generation, headers)
     try:
         completion = await _unless_disconnected(request.receive, service.create(prepared, generation))
     finally:
         await generation.aclose()
     return Response(completion.model_dump(mode="json"), media_type="application/json", headers=headers)
+
+
+def _event_stream(
+    frames: AsyncGenerator[bytes, None], generation: Generation, headers: dict[str, str] | None = None
+) -> Stream:
+    """An SSE response that stops its generation however it ends.
+
+    A client that hangs up cancels the response task wherever it is; in `send`, the frame
+    generators stay suspended at a `yield` and their own `finally` would wait for the garbage
+    collector while the engine generated on. The response's after-send task closes them.
+    """
+
+    async def close() -> None:
+        try:
+            await frames.aclose()
+        finally:
+            await generation.aclose()
+
+    return Stream(
+        frames,
+        media_type="text/event-stream",
+        headers={"cache-control": "no-cache", "x-accel-buffering": "no", **(headers or {})},
+        background=BackgroundTask(close),
+    )
 
 
 async def _unless_disconnected(receive: Receive, work: Awaitable[T]) -> T:

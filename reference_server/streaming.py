@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import anyio
@@ -34,7 +34,7 @@ def encode_event(event: BaseModel) -> bytes:
 
 async def sse_frames(
     events: AsyncIterator[BaseModel], *, ping_interval: float, request_id: str
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     """Encode `events`, adding a `ping` whenever nothing was sent for `ping_interval`
     seconds, and turning an exception into a final `error` event."""
     iterator = aiter(events)

@@ -8,7 +8,7 @@ the stream ends there without `[DONE]`. No pings: OpenAI sends none.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Literal
 
@@ -72,7 +72,7 @@ def encode_chunk(chunk: Wire) -> bytes:
     return b"data: " + chunk.model_dump_json().encode() + b"\n\n"
 
 
-async def sse_chunks(chunks: AsyncGenerator[ChatCompletionChunk, None]) -> AsyncIterator[bytes]:
+async def sse_chunks(chunks: AsyncGenerator[ChatCompletionChunk, None]) -> AsyncGenerator[bytes, None]:
     """Encode `chunks`, then `[DONE]`; an exception becomes a final error line instead."""
     try:
         async with aclosing(chunks):  # a client that leaves stops the generation at once

@@ -3,6 +3,7 @@ and for a plain request, the engine's generator is closed and nothing is left ru
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from collections.abc import Iterator
@@ -18,9 +19,7 @@ from reference_server.engine.scripted import ScriptedEngine
 HEADERS = {"anthropic-version": "2023-06-01"}
 
 
-@pytest.fixture
-def served() -> Iterator[tuple[str, ScriptedEngine]]:
-    engine = ScriptedEngine("x" * 2000, model_id="scripted", context_window=8192, token_delay=0.01)
+def serve(engine: ScriptedEngine) -> Iterator[tuple[str, ScriptedEngine]]:
     port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(create_app(Settings(), engine=engine), port=port, log_level="warning")
@@ -32,6 +31,18 @@ def served() -> Iterator[tuple[str, ScriptedEngine]]:
     yield f"http://127.0.0.1:{port}", engine
     server.should_exit = True
     thread.join(timeout=10)
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[str, ScriptedEngine]]:
+    yield from serve(ScriptedEngine("x" * 2000, model_id="scripted", context_window=8192, token_delay=0.01))
+
+
+@pytest.fixture
+def served_fast() -> Iterator[tuple[str, ScriptedEngine]]:
+    """No delay between tokens: the response task spends its time in `send`, which is where
+    the disconnect cancels it."""
+    yield from serve(ScriptedEngine("x" * 400_000, model_id="scripted", context_window=500_000))
 
 
 def wait_until(condition, timeout: float = 5.0) -> bool:
@@ -55,6 +66,23 @@ def test_closing_a_stream_stops_generation(served):
         assert engine.active == 1
     assert wait_until(lambda: engine.active == 0)
     assert engine.cancelled == 1
+
+
+def test_closing_a_stream_cancelled_in_send_stops_generation(served_fast):
+    # Cancelled while sending, the frame generators are left suspended at a `yield`; only the
+    # response's own clean-up closes them (with the garbage collector off, nothing else would).
+    url, engine = served_fast
+    gc.disable()
+    try:
+        request = body(stream=True, max_tokens=400_000)
+        with httpx.stream("POST", f"{url}/v1/messages", json=request, headers=HEADERS) as response:
+            for _ in zip(range(50), response.iter_raw(), strict=False):
+                pass
+            assert engine.active == 1
+        assert wait_until(lambda: engine.active == 0, timeout=2.0)
+        assert engine.cancelled == 1
+    finally:
+        gc.enable()
 
 
 def test_abandoning_a_plain_request_stops_generation(served):
