@@ -7,6 +7,7 @@ import ipaddress
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from reference_server.catalog import Alias
 from reference_server.settings import API_KEY_ENV, DEFAULT_MODEL, Settings
@@ -88,6 +89,14 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         metavar="TOKENS",
         help="shortest prefix a cache_control breakpoint caches (default 1024, as the API's minimum)",
     )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="state kept across restarts: the thinking signing key (default: $PLUMBLINE_DATA_DIR,"
+        " else the user's data directory)",
+    )
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
     for name in ("max_batch", "max_pending", "cache_min_tokens"):
@@ -116,6 +125,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         max_pending=args.max_pending,
         cache_budget_mb=args.cache_budget_mb,
         cache_min_tokens=args.cache_min_tokens,
+        data_dir=args.data_dir,
     )
 
 

@@ -23,6 +23,7 @@ from reference_server.openai import ChatCompletionsService
 from reference_server.routes import route_handlers
 from reference_server.serving import MessagesService
 from reference_server.settings import Settings
+from reference_server.thinking import ThinkingSigner
 
 __all__ = ["create_app"]
 
@@ -57,7 +58,9 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
             )
         else:
             active = engine
-        app.state.service = MessagesService(active, ModelCatalog(active.models(), settings.aliases))
+        signer = await asyncio.to_thread(ThinkingSigner.in_directory, settings.resolved_data_dir())
+        catalog = ModelCatalog(active.models(), settings.aliases)
+        app.state.service = MessagesService(active, catalog, signer)
         app.state.chat = ChatCompletionsService(app.state.service)
         app.state.settings = settings
         try:

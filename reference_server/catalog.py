@@ -36,14 +36,16 @@ CAPABILITIES = ModelCapabilities(
         clear_tool_uses_20250919=_NO,
         compact_20260112=_NO,
     ),
-    effort=EffortCapability(supported=False, low=_NO, medium=_NO, high=_NO, max=_NO),
+    # Effort bounds how long the model thinks (thinking/rules.py EFFORT_THINKING_TOKENS).
+    effort=EffortCapability(supported=True, low=_YES, medium=_YES, high=_YES, max=_YES, xhigh=_YES),
     image_input=_NO,
     pdf_input=_NO,
     server_tools=ServerToolsCapability(supported=False, code_execution=_NO, web_search=_NO),
     structured_outputs=_YES,  # output_config.format, by constrained decoding (tools/grammar.py)
+    # A reasoning phase before each answer, signed (thinking/); not between tool calls of one answer.
     thinking=ThinkingCapability(
-        supported=False,
-        types=ThinkingTypes(adaptive=_NO, between_tools=_NO, disabled=_YES, enabled=_NO),
+        supported=True,
+        types=ThinkingTypes(adaptive=_YES, between_tools=_NO, disabled=_YES, enabled=_YES),
     ),
 )
 

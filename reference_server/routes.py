@@ -44,7 +44,7 @@ def _json(model: Any) -> Response[Any]:
 async def create_message(request: AnyRequest) -> Response[Any]:
     service = _service(request)
     params = parse_body(await request.body(), request.headers.get("content-type"), MessageCreateParams)
-    prepared = await service.prepare(params)
+    prepared = await service.prepare(params, _betas(request))
     # Admitted before the response starts, so an overload is a 529, not an in-stream error.
     generation = await service.start(prepared)
     if params.stream:
@@ -65,7 +65,13 @@ async def create_message(request: AnyRequest) -> Response[Any]:
 @post("/v1/messages/count_tokens", status_code=200)
 async def count_tokens(request: AnyRequest) -> Response[Any]:
     params = parse_body(await request.body(), request.headers.get("content-type"), MessageCountTokensParams)
-    return _json(await _service(request).count_tokens(params))
+    return _json(await _service(request).count_tokens(params, _betas(request)))
+
+
+def _betas(request: AnyRequest) -> frozenset[str]:
+    """The `anthropic-beta` header's comma-separated features (the header may repeat)."""
+    values = request.headers.getall("anthropic-beta", [])
+    return frozenset(beta.strip() for value in values for beta in value.split(",") if beta.strip())
 
 
 def _speaks_openai(request: AnyRequest) -> bool:

@@ -6,7 +6,7 @@ of `Message` and stream events.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -22,6 +22,7 @@ from reference_server.engine.base import (
     ModelCard,
     PromptUsage,
     Sampling,
+    Turn,
 )
 from reference_server.engine.constraint import check_grammar
 from reference_server.engine.errors import (
@@ -42,6 +43,7 @@ from reference_server.protocol import (
     MessageDelta,
     MessageDeltaUsage,
     MessageTokensCount,
+    OutputTokensDetails,
     PromptParams,
     RawContentBlockDeltaEvent,
     RawContentBlockStartEvent,
@@ -50,13 +52,27 @@ from reference_server.protocol import (
     RawMessageStartEvent,
     RawMessageStopEvent,
     RawMessageStreamEvent,
+    SignatureDelta,
     StopReason,
     TextBlock,
     TextDelta,
+    ThinkingBlock,
+    ThinkingDelta,
     ToolUseBlock,
     Usage,
 )
 from reference_server.stops import StopMatcher
+from reference_server.thinking import (
+    ThinkingEnd,
+    ThinkingPlan,
+    ThinkingSigner,
+    ThinkingSplitter,
+    ThinkingText,
+    kept_thinking,
+    plan_thinking,
+    shape_turns,
+    thinking_grammar,
+)
 from reference_server.tools.calls import ArgsPiece, CallEnd, CallParser, CallStart, TextPiece
 from reference_server.tools.definitions import ToolDefinition, ToolPolicy, parse_tools, tool_policy
 from reference_server.tools.grammar import json_schema_grammar, response_grammar
@@ -89,6 +105,8 @@ class PreparedMessage:
     bounded_by_context: bool
     # The model may write tool calls: its text is parsed for them (tools/calls.py).
     parse_calls: bool = False
+    # The generation starts with a reasoning phase (thinking/phases.py).
+    thinking: ThinkingPlan | None = None
 
 
 class ContextWindowExceeded(InvalidRequestError):
@@ -108,19 +126,32 @@ class Outcome:
     output_tokens: int
 
 
-Piece = str | CallStart | ArgsPiece | CallEnd | Outcome  # what `run` yields
+Piece = str | ThinkingText | ThinkingEnd | CallStart | ArgsPiece | CallEnd | Outcome  # what `run` yields
+
+
+@dataclass(frozen=True, slots=True)
+class _Prompt:
+    """What create and count_tokens share: the prompt as the engine reads it."""
+
+    card: ModelCard
+    turns: tuple[Turn, ...]
+    tools: tuple[ToolDefinition, ...]
+    policy: ToolPolicy
+    thinking: ThinkingPlan | None
 
 
 class MessagesService:
     """The Messages API on top of an engine; routes call nothing else."""
 
-    def __init__(self, engine: Engine, catalog: ModelCatalog) -> None:
+    def __init__(self, engine: Engine, catalog: ModelCatalog, signer: ThinkingSigner) -> None:
         self.engine = engine
         self.catalog = catalog
+        self.signer = signer
 
-    async def prepare(self, params: MessageCreateParams) -> PreparedMessage:
+    def _prompt(self, params: PromptParams, betas: Collection[str]) -> _Prompt:
+        """Model, rules and turns, the same for create and count_tokens (so counts agree)."""
         card = self.catalog.resolve(params.model)
-        if params.max_tokens > card.max_output_tokens:
+        if isinstance(params, MessageCreateParams) and params.max_tokens > card.max_output_tokens:
             raise InvalidRequestError(
                 f"max_tokens: {params.max_tokens} > {card.max_output_tokens}, which is the"
                 f" maximum allowed number of output tokens for {params.model}"
@@ -128,12 +159,23 @@ class MessagesService:
         tools, policy = _tools_of(params)
         reject_unsupported(params)
         check_cache_breakpoints(params)
+        thinking = plan_thinking(params, betas)
+        kept = kept_thinking(params.messages, self.signer, card.id, enabled=thinking is not None)
+        turns = build_turns(params, have_tools=bool(tools), thinking=kept)
+        if thinking is not None:
+            turns = shape_turns(turns)
+        return _Prompt(card, turns, tools, policy, thinking)
+
+    async def prepare(self, params: MessageCreateParams, betas: Collection[str] = ()) -> PreparedMessage:
+        prompt = self._prompt(params, betas)
+        card, tools, policy = prompt.card, prompt.tools, prompt.policy
         stops = check_stop_sequences(params.stop_sequences)
-        turns = build_turns(params, have_tools=bool(tools))
         output_schema = _output_schema(params)
         grammar = response_grammar(policy, output_schema)
         if grammar is not None:
             _check_grammar(grammar, tools, policy, output_schema)
+        if prompt.thinking is not None:
+            grammar = thinking_grammar(grammar, prompt.thinking.budget)
         sampling = Sampling(
             temperature=1.0 if params.temperature is None else params.temperature,
             top_p=params.top_p,
@@ -142,10 +184,13 @@ class MessagesService:
         specs = tuple(tool.spec() for tool in tools)
         return await self.plan(
             card,
-            EngineRequest(card.id, turns, params.max_tokens, sampling, tools=specs, constraint=grammar),
+            EngineRequest(
+                card.id, prompt.turns, params.max_tokens, sampling, tools=specs, constraint=grammar
+            ),
             requested_model=params.model,
             stop_sequences=stops,
             parse_calls=policy.may_call,
+            thinking=prompt.thinking,
         )
 
     async def plan(
@@ -156,6 +201,7 @@ class MessagesService:
         requested_model: str,
         stop_sequences: tuple[str, ...],
         parse_calls: bool,
+        thinking: ThinkingPlan | None = None,
     ) -> PreparedMessage:
         """Count `request`'s prompt and bound its `max_tokens` (the caller's) by the context
         window: the common end of every dialect's preparation."""
@@ -168,16 +214,16 @@ class MessagesService:
             stop_sequences=stop_sequences,
             bounded_by_context=budget < request.max_tokens,
             parse_calls=parse_calls,
+            thinking=thinking,
         )
 
-    async def count_tokens(self, params: MessageCountTokensParams) -> MessageTokensCount:
-        card = self.catalog.resolve(params.model)
-        tools, _ = _tools_of(params)
-        reject_unsupported(params)
-        check_cache_breakpoints(params)
-        turns = build_turns(params, have_tools=bool(tools))
-        request = EngineRequest(card.id, turns, 0, tools=tuple(tool.spec() for tool in tools))
-        return MessageTokensCount(input_tokens=await self._count(request, card.context_window))
+    async def count_tokens(
+        self, params: MessageCountTokensParams, betas: Collection[str] = ()
+    ) -> MessageTokensCount:
+        prompt = self._prompt(params, betas)
+        specs = tuple(tool.spec() for tool in prompt.tools)
+        request = EngineRequest(prompt.card.id, prompt.turns, 0, tools=specs)
+        return MessageTokensCount(input_tokens=await self._count(request, prompt.card.context_window))
 
     async def _count(self, request: EngineRequest, context_window: int) -> int:
         """Prompt tokens; the prompt must leave room for at least one generated token."""
@@ -200,18 +246,30 @@ class MessagesService:
             raise OverloadedError("Overloaded", headers={"retry-after": str(exc.retry_after)}) from None
 
     async def run(self, prepared: PreparedMessage, deltas: Generation) -> AsyncIterator[Piece]:
-        """Text pieces (stop sequences cut out) and tool-call pieces, then one Outcome.
+        """Thinking pieces (with thinking on), text pieces (stop sequences cut out) and tool-call
+        pieces, then one Outcome.
 
-        Stop sequences apply to the text only: once a call starts, its JSON is never cut."""
+        Stop sequences apply to the answer's text only: never to thinking, and once a call starts,
+        its JSON is never cut."""
         matcher = StopMatcher(prepared.stop_sequences)
         parser = CallParser() if prepared.parse_calls else None
+        splitter = ThinkingSplitter() if prepared.thinking is not None else None
         output_tokens = 0
         finish: FinishReason | None = None
         calls = complete = 0
         try:
             async for delta in deltas:
                 output_tokens = delta.output_tokens
-                pieces = parser.feed(delta.text) if parser is not None else [TextPiece(delta.text)]
+                text = delta.text
+                if splitter is not None:
+                    thought, end, text = splitter.feed(text, output_tokens)
+                    if thought:
+                        yield ThinkingText(thought)
+                    if delta.finish is not None and end is None:
+                        end = splitter.flush(output_tokens)  # cut short by max_tokens
+                    if end is not None:
+                        yield end
+                pieces = parser.feed(text) if parser is not None else [TextPiece(text)]
                 if delta.finish is not None and parser is not None:
                     pieces += parser.flush()
                 for piece in pieces:
@@ -253,21 +311,39 @@ class MessagesService:
         """The whole message; `generation` is the one `start` admitted (else started here)."""
         generation = generation or await self.start(prepared)
         builder = _ContentBuilder()
+        thinking: list[str] = []
+        ended: ThinkingEnd | None = None
         outcome: Outcome | None = None
         async for piece in self.run(prepared, generation):
             if isinstance(piece, Outcome):
                 outcome = piece
+            elif isinstance(piece, ThinkingText):
+                thinking.append(piece.text)
+            elif isinstance(piece, ThinkingEnd):
+                ended = piece
             else:
                 builder.add(piece)
         assert outcome is not None  # run() always ends with an Outcome or raises
+        content = builder.blocks()
+        if ended is not None and ended.thinking:
+            content.insert(0, self._thinking_block(prepared, ended))
         return Message(
             id=new_message_id(),
-            content=builder.blocks(),
+            content=content,
             model=prepared.requested_model,
             stop_reason=outcome.stop_reason,
             stop_sequence=outcome.stop_sequence,
-            usage=_usage(generation.usage, outcome.output_tokens),
+            usage=_usage(generation.usage, outcome.output_tokens, _thinking_tokens(prepared, ended)),
         )
+
+    def _thinking_block(self, prepared: PreparedMessage, ended: ThinkingEnd) -> ThinkingBlock:
+        """The finished thinking block: its text (none when `omitted`) and its signature."""
+        assert prepared.thinking is not None
+        omitted = prepared.thinking.display == "omitted"
+        signature = self.signer.seal(
+            prepared.request.model, ended.thinking, "omitted" if omitted else "summarized"
+        )
+        return ThinkingBlock(thinking="" if omitted else ended.thinking, signature=signature)
 
     async def stream(
         self, prepared: PreparedMessage, generation: Generation | None = None
@@ -286,11 +362,29 @@ class MessagesService:
             )
         )
         index = -1  # of the last block started
-        text_open = call_open = False
+        text_open = call_open = thinking_open = False
+        shown = prepared.thinking is not None and prepared.thinking.display != "omitted"
+        ended: ThinkingEnd | None = None
         outcome: Outcome | None = None
         async for piece in self.run(prepared, generation):
             if isinstance(piece, Outcome):
                 outcome = piece
+            elif isinstance(piece, ThinkingText):
+                if not thinking_open:
+                    index += 1
+                    thinking_open = True
+                    yield RawContentBlockStartEvent(
+                        index=index, content_block=ThinkingBlock(thinking="", signature="")
+                    )
+                if shown:
+                    yield RawContentBlockDeltaEvent(index=index, delta=ThinkingDelta(thinking=piece.text))
+            elif isinstance(piece, ThinkingEnd):
+                ended = piece
+                if thinking_open:  # the signature is the block's last delta
+                    signature = self._thinking_block(prepared, piece).signature
+                    yield RawContentBlockDeltaEvent(index=index, delta=SignatureDelta(signature=signature))
+                    yield RawContentBlockStopEvent(index=index)
+                    thinking_open = False
             elif isinstance(piece, str):
                 if not text_open:  # opened lazily: an empty answer has no (empty) text block
                     index += 1
@@ -320,14 +414,23 @@ class MessagesService:
                 input_tokens=prompt.uncached,
                 cache_creation_input_tokens=prompt.cache_write,
                 cache_read_input_tokens=prompt.cache_read,
+                output_tokens_details=_thinking_tokens(prepared, ended),
             ),
         )
         yield RawMessageStopEvent()
 
 
-def _usage(prompt: PromptUsage, output_tokens: int) -> Usage:
+def _thinking_tokens(prepared: PreparedMessage, ended: ThinkingEnd | None) -> OutputTokensDetails | None:
+    """`output_tokens_details` of a request with thinking on (None with it off)."""
+    if prepared.thinking is None:
+        return None
+    return OutputTokensDetails(thinking_tokens=ended.tokens if ended is not None else 0)
+
+
+def _usage(prompt: PromptUsage, output_tokens: int, details: OutputTokensDetails | None = None) -> Usage:
     """The API's usage: `input_tokens` excludes what was read from or written to the cache."""
     return Usage(
+        output_tokens_details=details,
         input_tokens=prompt.uncached,
         output_tokens=output_tokens,
         cache_read_input_tokens=prompt.cache_read,

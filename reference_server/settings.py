@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from reference_server.catalog import Alias
@@ -12,6 +13,7 @@ from reference_server.engine.mlx import DEFAULT_MAX_BATCH, DEFAULT_MAX_PENDING
 from reference_server.engine.prefix_cache import DEFAULT_BUDGET_BYTES, DEFAULT_MIN_TOKENS
 
 API_KEY_ENV = "PLUMBLINE_API_KEY"
+DATA_DIR_ENV = "PLUMBLINE_DATA_DIR"
 DEFAULT_MODEL = "smollm2-135m-instruct"
 MAX_BODY_BYTES = 32 * 1024 * 1024  # the documented Messages / count_tokens limit
 
@@ -36,6 +38,19 @@ class Settings:
     max_pending: int = DEFAULT_MAX_PENDING
     cache_budget_mb: int = DEFAULT_BUDGET_BYTES >> 20
     cache_min_tokens: int = DEFAULT_MIN_TOKENS
+    # Where state that must survive a restart lives (the thinking signing key); None: the
+    # environment's PLUMBLINE_DATA_DIR, else the user's data directory.
+    data_dir: Path | None = None
+
+    def resolved_data_dir(self) -> Path:
+        """The data directory this server uses."""
+        if self.data_dir is not None:
+            return self.data_dir
+        if from_env := os.environ.get(DATA_DIR_ENV):
+            return Path(from_env)
+        import platformdirs
+
+        return Path(platformdirs.user_data_dir("plumbline", appauthor=False))
 
     @staticmethod
     def api_key_from_env() -> str | None:

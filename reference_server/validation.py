@@ -8,7 +8,7 @@ cannot express (non-empty turns, whitespace, features this server lacks) live he
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal, TypeVar
 
@@ -106,18 +106,11 @@ def error_path(loc: Sequence[int | str]) -> str:
 
 def reject_unsupported(params: PromptParams) -> None:
     """Features this server does not have yet get a plain 400, never silent ignoring."""
-    if params.thinking is not None and params.thinking.type != "disabled":
-        raise InvalidRequestError(
-            f"thinking: {params.thinking.type!r} thinking is not supported by this server yet"
-        )
     if params.context_management is not None and params.context_management.edits:
         kinds = ", ".join(edit.type for edit in params.context_management.edits)
         raise InvalidRequestError(
             f"context_management: context editing ({kinds}) is not supported by this server yet"
         )
-    config = params.output_config
-    if config is not None and config.effort is not None:
-        raise InvalidRequestError("output_config.effort: effort is not supported by this model")
 
 
 MAX_CACHE_BREAKPOINTS = 4
@@ -150,13 +143,16 @@ def check_stop_sequences(stop_sequences: Sequence[str] | None) -> tuple[str, ...
     return stops
 
 
-def build_turns(params: PromptParams, *, have_tools: bool = False) -> tuple[Turn, ...]:
+def build_turns(
+    params: PromptParams, *, have_tools: bool = False, thinking: Mapping[tuple[int, int], str] | None = None
+) -> tuple[Turn, ...]:
     """System prompt and messages → the engine's turns.
 
     Consecutive same-role messages are combined into one turn (the API documents this).
     A final assistant message is a prefill; an empty one is simply no prefill. tool_use blocks
     become the assistant turn's calls and tool_result blocks `tool` turns, paired by id as the
-    API checks them (tools/history.py).
+    API checks them (tools/history.py). Thinking blocks are dropped, except those in `thinking`
+    (by message and block index, already verified: thinking/history.py), rendered as that text.
     """
     if not params.messages:
         raise InvalidRequestError("messages: at least one message is required")
@@ -167,10 +163,11 @@ def build_turns(params: PromptParams, *, have_tools: bool = False) -> tuple[Turn
         turns.append(system)
     last = len(params.messages) - 1
     for index, message in enumerate(params.messages):
-        pieces = _message_turns(message, f"messages.{index}", names)
+        kept = {j: text for (i, j), text in (thinking or {}).items() if i == index}
+        pieces = _message_turns(message, f"messages.{index}", names, kept)
         if not pieces:
-            if index == last and message.role == "assistant":
-                continue
+            if message.role == "assistant" and (index == last or _only_thinking(message)):
+                continue  # no prefill; or an answer cut short in its thinking, sent back
             raise InvalidRequestError(
                 f"messages.{index}: all messages must have non-empty content except for the"
                 " optional final assistant message"
@@ -244,7 +241,9 @@ def _system_turn(params: PromptParams) -> Turn | None:
     return Turn("system", text, cache_marks=marks) if text else None
 
 
-def _message_turns(message: MessageParam, path: str, names: dict[str, str]) -> list[Turn]:
+def _message_turns(
+    message: MessageParam, path: str, names: dict[str, str], thinking: Mapping[int, str]
+) -> list[Turn]:
     """One message as turns: tool results first (as `tool` turns), then its text (with the
     assistant's calls); [] when it holds nothing."""
     if isinstance(message.content, str):
@@ -261,6 +260,9 @@ def _message_turns(message: MessageParam, path: str, names: dict[str, str]) -> l
             texts.append((block.text, block.cache_control))
         elif message.role == "system":
             raise InvalidRequestError(f"{block_path}: system messages may only contain text blocks")
+        elif isinstance(block, ThinkingBlockParam | RedactedThinkingBlockParam):
+            if i in thinking:
+                texts.append((thinking[i], None))
         elif isinstance(block, ToolUseBlockParam):
             calls.append(tool_call(block))
             # The calls render after the text: the breakpoint caches up to the text's end.
@@ -275,11 +277,15 @@ def _message_turns(message: MessageParam, path: str, names: dict[str, str]) -> l
     return results + own
 
 
+def _only_thinking(message: MessageParam) -> bool:
+    return not isinstance(message.content, str) and all(
+        isinstance(block, ThinkingBlockParam | RedactedThinkingBlockParam) for block in message.content
+    )
+
+
 def _unsupported_block(block: Any) -> str:
     if isinstance(block, ImageBlockParam):
         return "image input is not supported by this server (the model is text-only)"
-    if isinstance(block, ThinkingBlockParam | RedactedThinkingBlockParam):
-        return f"{block.type} blocks need extended thinking, not supported by this server yet"
     kind = getattr(block, "type", "unknown")
     if kind == "document":
         return "document input is not supported by this server (the model is text-only)"

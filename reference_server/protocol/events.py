@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from .responses import ContentBlock, Message, StopReason, _Out
+from .responses import ContentBlock, Message, OutputTokensDetails, StopReason, _Out
 
 
 class TextDelta(_Out):
@@ -17,6 +17,16 @@ class TextDelta(_Out):
 class InputJSONDelta(_Out):
     type: Literal["input_json_delta"] = "input_json_delta"
     partial_json: str
+
+
+class ThinkingDelta(_Out):
+    type: Literal["thinking_delta"] = "thinking_delta"
+    thinking: str
+
+
+class SignatureDelta(_Out):
+    type: Literal["signature_delta"] = "signature_delta"
+    signature: str
 
 
 class MessageDelta(_Out):
@@ -32,6 +42,7 @@ class MessageDeltaUsage(_Out):
     cache_creation_input_tokens: int | None = 0
     cache_read_input_tokens: int | None = 0
     server_tool_use: dict[str, int] | None = None
+    output_tokens_details: OutputTokensDetails | None = None
 
 
 class RawMessageStartEvent(_Out):
@@ -48,7 +59,7 @@ class RawContentBlockStartEvent(_Out):
 class RawContentBlockDeltaEvent(_Out):
     type: Literal["content_block_delta"] = "content_block_delta"
     index: int
-    delta: Annotated[TextDelta | InputJSONDelta, Field(discriminator="type")]
+    delta: Annotated[TextDelta | InputJSONDelta | ThinkingDelta | SignatureDelta, Field(discriminator="type")]
 
 
 class RawContentBlockStopEvent(_Out):

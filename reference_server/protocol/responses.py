@@ -29,12 +29,22 @@ class ToolUseBlock(_Out):
     caller: DirectCaller = Field(default_factory=DirectCaller)
 
 
-ContentBlock = Annotated[TextBlock | ToolUseBlock, Field(discriminator="type")]
+class ThinkingBlock(_Out):
+    type: Literal["thinking"] = "thinking"
+    thinking: str
+    signature: str
+
+
+ContentBlock = Annotated[TextBlock | ToolUseBlock | ThinkingBlock, Field(discriminator="type")]
 
 
 class CacheCreation(_Out):
     ephemeral_5m_input_tokens: int = 0
     ephemeral_1h_input_tokens: int = 0
+
+
+class OutputTokensDetails(_Out):
+    thinking_tokens: int
 
 
 class Usage(_Out):
@@ -46,6 +56,7 @@ class Usage(_Out):
     server_tool_use: dict[str, int] | None = None
     service_tier: Literal["standard", "priority", "batch"] | None = "standard"
     inference_geo: str | None = None
+    output_tokens_details: OutputTokensDetails | None = None
 
 
 StopReason = Literal[

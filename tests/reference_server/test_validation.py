@@ -176,8 +176,6 @@ def test_system_role_inside_messages_is_a_mid_conversation_system_turn():
 @pytest.mark.parametrize(
     ("changes", "needle"),
     [
-        ({"thinking": {"type": "enabled", "budget_tokens": 2048}}, "thinking:"),
-        ({"thinking": {"type": "adaptive"}}, "thinking:"),
         (
             {"context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]}},
             "context_management: context editing (clear_thinking_20251015)",
