@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from reference_server.content import check_image, check_image_count, check_pdf_page_total, render_document
 from reference_server.engine.base import CacheMark, CacheTTL, ToolCall, Turn
 from reference_server.errors import InvalidRequestError
 from reference_server.protocol import (
     UNION_TAGS,
     CacheControlEphemeralParam,
+    DocumentBlockParam,
     ImageBlockParam,
     MessageParam,
     PromptParams,
@@ -157,6 +159,8 @@ def build_turns(
     if not params.messages:
         raise InvalidRequestError("messages: at least one message is required")
     names = check_tool_pairing(params.messages, have_tools=have_tools)
+    media = _Media(images=_count_images(params.messages))
+    check_image_count(media.images)
     turns: list[Turn] = []
     system = _system_turn(params)
     if system is not None:
@@ -164,7 +168,7 @@ def build_turns(
     last = len(params.messages) - 1
     for index, message in enumerate(params.messages):
         kept = {j: text for (i, j), text in (thinking or {}).items() if i == index}
-        pieces = _message_turns(message, f"messages.{index}", names, kept)
+        pieces = _message_turns(message, f"messages.{index}", names, kept, media)
         if not pieces:
             if message.role == "assistant" and (index == last or _only_thinking(message)):
                 continue  # no prefill; or an answer cut short in its thinking, sent back
@@ -179,7 +183,25 @@ def build_turns(
             _append(turns, piece)
     if all(turn.role == "system" for turn in turns):
         raise InvalidRequestError("messages: at least one user or assistant message is required")
+    check_pdf_page_total(media.pdf_pages)
     return _place_request_marks(params, turns)
+
+
+@dataclass(slots=True)
+class _Media:
+    """Per-request limits of images and PDF pages (counted over every message)."""
+
+    images: int
+    pdf_pages: int = 0
+
+
+def _count_images(messages: Sequence[MessageParam]) -> int:
+    return sum(
+        isinstance(block, ImageBlockParam)
+        for message in messages
+        if not isinstance(message.content, str)
+        for block in message.content
+    )
 
 
 def _marks(control: CacheControlEphemeralParam | None, offset: int) -> tuple[CacheMark, ...]:
@@ -242,7 +264,7 @@ def _system_turn(params: PromptParams) -> Turn | None:
 
 
 def _message_turns(
-    message: MessageParam, path: str, names: dict[str, str], thinking: Mapping[int, str]
+    message: MessageParam, path: str, names: dict[str, str], thinking: Mapping[int, str], media: _Media
 ) -> list[Turn]:
     """One message as turns: tool results first (as `tool` turns), then its text (with the
     assistant's calls); [] when it holds nothing."""
@@ -263,6 +285,12 @@ def _message_turns(
         elif isinstance(block, ThinkingBlockParam | RedactedThinkingBlockParam):
             if i in thinking:
                 texts.append((thinking[i], None))
+        elif isinstance(block, DocumentBlockParam):
+            texts.append((_document_text(block, block_path, media), block.cache_control))
+        elif isinstance(block, ImageBlockParam):
+            # Checked as the API checks images, then refused: the model has no vision tower.
+            check_image(block, block_path, image_count=media.images)
+            raise InvalidRequestError(f"{block_path}: {_unsupported_block(block)}")
         elif isinstance(block, ToolUseBlockParam):
             calls.append(tool_call(block))
             # The calls render after the text: the breakpoint caches up to the text's end.
@@ -277,6 +305,20 @@ def _message_turns(
     return results + own
 
 
+def _document_text(block: DocumentBlockParam, path: str, media: _Media) -> str:
+    """A document as the model reads it (content/documents.py); citations are not served."""
+    citations = block.citations
+    if citations is not None and citations.get("enabled") is True:
+        raise InvalidRequestError(
+            f"{path}.citations: citations are not supported by this server"
+            " (capabilities.citations.supported is false)"
+        )
+    document = render_document(block, path)
+    if document.kind == "pdf":
+        media.pdf_pages += len(document.pages)
+    return document.text
+
+
 def _only_thinking(message: MessageParam) -> bool:
     return not isinstance(message.content, str) and all(
         isinstance(block, ThinkingBlockParam | RedactedThinkingBlockParam) for block in message.content
@@ -287,8 +329,6 @@ def _unsupported_block(block: Any) -> str:
     if isinstance(block, ImageBlockParam):
         return "image input is not supported by this server (the model is text-only)"
     kind = getattr(block, "type", "unknown")
-    if kind == "document":
-        return "document input is not supported by this server (the model is text-only)"
     return f"{kind} blocks are not supported by this server"
 
 

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import base64
+import io
 import json
 
 import pytest
+from PIL import Image
 
 from reference_server.engine.base import CacheMark, Turn
 from reference_server.errors import InvalidRequestError
@@ -17,6 +20,15 @@ from reference_server.validation import (
 
 JSON = "application/json"
 BASE = {"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
+
+
+def _png() -> str:
+    out = io.BytesIO()
+    Image.new("RGB", (4, 4), "red").save(out, format="PNG")
+    return base64.b64encode(out.getvalue()).decode()
+
+
+PNG_SOURCE = {"type": "base64", "media_type": "image/png", "data": _png()}
 
 
 def create(**changes):
@@ -173,6 +185,34 @@ def test_system_role_inside_messages_is_a_mid_conversation_system_turn():
     assert [t.role for t in build_turns(params)] == ["user", "assistant", "system", "user"]
 
 
+def test_documents_are_read_as_text_with_their_title():
+    document = {
+        "type": "document",
+        "title": "Memo",
+        "source": {"type": "text", "media_type": "text/plain", "data": "Lunch at noon."},
+    }
+    params = create(messages=[{"role": "user", "content": [document, {"type": "text", "text": "When?"}]}])
+    (turn,) = build_turns(params)
+    assert turn.text.startswith("Document: Memo")
+    assert "Lunch at noon." in turn.text
+    assert turn.text.endswith("When?")
+
+
+def test_citations_are_refused_rather_than_ignored():
+    source = {"type": "text", "media_type": "text/plain", "data": "x"}
+    document = {"type": "document", "source": source, "citations": {"enabled": True}}
+    assert error_of(messages=[{"role": "user", "content": [document]}]).startswith(
+        "messages.0.content.0.citations: citations are not supported"
+    )
+
+
+def test_an_image_is_checked_before_the_text_only_refusal():
+    image = {"type": "image", "source": {**PNG_SOURCE, "media_type": "image/jpeg"}}
+    assert "does not match the provided media type image/jpeg" in error_of(
+        messages=[{"role": "user", "content": [image]}]
+    )
+
+
 @pytest.mark.parametrize(
     ("changes", "needle"),
     [
@@ -185,7 +225,7 @@ def test_system_role_inside_messages_is_a_mid_conversation_system_turn():
                 "messages": [
                     {
                         "role": "user",
-                        "content": [{"type": "image", "source": {"type": "url", "url": "u"}}],
+                        "content": [{"type": "image", "source": PNG_SOURCE}],
                     }
                 ]
             },
@@ -200,7 +240,7 @@ def test_system_role_inside_messages_is_a_mid_conversation_system_turn():
                     }
                 ]
             },
-            "messages.0.content.0: document input is not supported",
+            "messages.0.content.0.source: URL document sources are not supported",
         ),
     ],
 )
