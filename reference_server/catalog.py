@@ -31,8 +31,8 @@ CAPABILITIES = ModelCapabilities(
     citations=_NO,
     code_execution=_NO,
     context_management=ContextManagementCapability(
-        supported=False,
-        clear_thinking_20251015=_NO,
+        supported=True,  # clear_thinking only (context_management.py)
+        clear_thinking_20251015=_YES,
         clear_tool_uses_20250919=_NO,
         compact_20260112=_NO,
     ),

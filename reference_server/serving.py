@@ -13,6 +13,7 @@ from typing import Any
 import jiter
 
 from reference_server.catalog import ModelCatalog
+from reference_server.context_management import plan_context_edits
 from reference_server.engine.base import (
     Engine,
     EngineRequest,
@@ -35,7 +36,9 @@ from reference_server.errors import InternalServerError, InvalidRequestError, Ov
 from reference_server.ids import new_message_id, new_tool_use_id
 from reference_server.protocol import (
     CacheCreation,
+    ClearThinkingEdit,
     ContentBlock,
+    ContextManagementResponse,
     InputJSONDelta,
     Message,
     MessageCountTokensParams,
@@ -80,7 +83,6 @@ from reference_server.validation import (
     build_turns,
     check_cache_breakpoints,
     check_stop_sequences,
-    reject_unsupported,
 )
 
 __all__ = [
@@ -107,6 +109,8 @@ class PreparedMessage:
     parse_calls: bool = False
     # The generation starts with a reasoning phase (thinking/phases.py).
     thinking: ThinkingPlan | None = None
+    # What context management edits did (context_management.py), reported in the response.
+    context_management: ContextManagementResponse | None = None
 
 
 class ContextWindowExceeded(InvalidRequestError):
@@ -138,6 +142,15 @@ class _Prompt:
     tools: tuple[ToolDefinition, ...]
     policy: ToolPolicy
     thinking: ThinkingPlan | None
+    cleared: _Cleared | None = None  # a clear_thinking edit was asked for
+
+
+@dataclass(frozen=True, slots=True)
+class _Cleared:
+    """What clear_thinking cleared: turns, and the prompt as it would have been (None: nothing)."""
+
+    thinking_turns: int
+    turns: tuple[Turn, ...] | None
 
 
 class MessagesService:
@@ -157,14 +170,35 @@ class MessagesService:
                 f" maximum allowed number of output tokens for {params.model}"
             )
         tools, policy = _tools_of(params)
-        reject_unsupported(params)
         check_cache_breakpoints(params)
         thinking = plan_thinking(params, betas)
-        kept = kept_thinking(params.messages, self.signer, card.id, enabled=thinking is not None)
-        turns = build_turns(params, have_tools=bool(tools), thinking=kept)
+        edits = plan_context_edits(params, betas)
+        keep = edits.keep_thinking if edits is not None else None
+        history = kept_thinking(
+            params.messages, self.signer, card.id, enabled=thinking is not None, keep=keep
+        )
+        turns = build_turns(params, have_tools=bool(tools), thinking=history.kept)
+        uncleared: tuple[Turn, ...] | None = None
+        if history.cleared_turns:  # what the prompt would have been, to count what was cleared
+            uncleared = build_turns(params, have_tools=bool(tools), thinking=history.verified)
         if thinking is not None:
             turns = shape_turns(turns)
-        return _Prompt(card, turns, tools, policy, thinking)
+            uncleared = shape_turns(uncleared) if uncleared is not None else None
+        cleared = None if edits is None or keep is None else _Cleared(history.cleared_turns, uncleared)
+        return _Prompt(card, turns, tools, policy, thinking, cleared)
+
+    async def _applied_edits(self, prompt: _Prompt, input_tokens: int) -> ContextManagementResponse | None:
+        """`context_management` of the response: what clear_thinking took out of the prompt."""
+        cleared = prompt.cleared
+        if cleared is None:
+            return None
+        tokens = 0
+        if cleared.turns is not None:
+            specs = tuple(tool.spec() for tool in prompt.tools)
+            request = EngineRequest(prompt.card.id, cleared.turns, 0, tools=specs)
+            tokens = max(0, await self.engine.count_tokens(request) - input_tokens)
+        edit = ClearThinkingEdit(cleared_input_tokens=tokens, cleared_thinking_turns=cleared.thinking_turns)
+        return ContextManagementResponse(applied_edits=[edit])
 
     async def prepare(self, params: MessageCreateParams, betas: Collection[str] = ()) -> PreparedMessage:
         prompt = self._prompt(params, betas)
@@ -182,7 +216,7 @@ class MessagesService:
             top_k=params.top_k,
         )
         specs = tuple(tool.spec() for tool in tools)
-        return await self.plan(
+        prepared = await self.plan(
             card,
             EngineRequest(
                 card.id, prompt.turns, params.max_tokens, sampling, tools=specs, constraint=grammar
@@ -192,6 +226,8 @@ class MessagesService:
             parse_calls=policy.may_call,
             thinking=prompt.thinking,
         )
+        edits = await self._applied_edits(prompt, prepared.input_tokens)
+        return replace(prepared, context_management=edits) if edits is not None else prepared
 
     async def plan(
         self,
@@ -334,6 +370,7 @@ class MessagesService:
             stop_reason=outcome.stop_reason,
             stop_sequence=outcome.stop_sequence,
             usage=_usage(generation.usage, outcome.output_tokens, _thinking_tokens(prepared, ended)),
+            context_management=prepared.context_management,
         )
 
     def _thinking_block(self, prepared: PreparedMessage, ended: ThinkingEnd) -> ThinkingBlock:
@@ -416,6 +453,7 @@ class MessagesService:
                 cache_read_input_tokens=prompt.cache_read,
                 output_tokens_details=_thinking_tokens(prepared, ended),
             ),
+            context_management=prepared.context_management,
         )
         yield RawMessageStopEvent()
 

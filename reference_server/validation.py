@@ -41,7 +41,6 @@ __all__ = [
     "json_object",
     "parse_body",
     "parse_limit",
-    "reject_unsupported",
 ]
 
 ParamsT = TypeVar("ParamsT", bound=BaseModel)
@@ -104,15 +103,6 @@ def parse_limit(raw: str | None, default: int = 20) -> int:
 def error_path(loc: Sequence[int | str]) -> str:
     """pydantic's error location as the API's dotted path, without union-branch tags."""
     return ".".join(str(part) for part in loc if part not in UNION_TAGS)
-
-
-def reject_unsupported(params: PromptParams) -> None:
-    """Features this server does not have yet get a plain 400, never silent ignoring."""
-    if params.context_management is not None and params.context_management.edits:
-        kinds = ", ".join(edit.type for edit in params.context_management.edits)
-        raise InvalidRequestError(
-            f"context_management: context editing ({kinds}) is not supported by this server yet"
-        )
 
 
 MAX_CACHE_BREAKPOINTS = 4

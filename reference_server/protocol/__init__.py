@@ -71,7 +71,9 @@ from .requests import (
 )
 from .responses import (
     CacheCreation,
+    ClearThinkingEdit,
     ContentBlock,
+    ContextManagementResponse,
     DirectCaller,
     ErrorObject,
     ErrorResponse,
@@ -90,11 +92,13 @@ __all__ = [
     "CacheControlEphemeralParam",
     "CacheCreation",
     "CapabilitySupport",
+    "ClearThinkingEdit",
     "ContentBlock",
     "ContentBlockParam",
     "ContextManagementCapability",
     "ContextManagementEditParam",
     "ContextManagementParam",
+    "ContextManagementResponse",
     "DiagnosticsParam",
     "DirectCaller",
     "DocumentBlockParam",

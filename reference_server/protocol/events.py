@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from .responses import ContentBlock, Message, OutputTokensDetails, StopReason, _Out
+from .responses import ContentBlock, Message, OutputTokensDetails, StopReason, _Out, _WithContextManagement
 
 
 class TextDelta(_Out):
@@ -67,7 +67,7 @@ class RawContentBlockStopEvent(_Out):
     index: int
 
 
-class RawMessageDeltaEvent(_Out):
+class RawMessageDeltaEvent(_WithContextManagement):
     type: Literal["message_delta"] = "message_delta"
     delta: MessageDelta
     usage: MessageDeltaUsage

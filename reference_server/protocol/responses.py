@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 
 class _Out(BaseModel):
@@ -70,7 +70,30 @@ StopReason = Literal[
 ]
 
 
-class Message(_Out):
+class ClearThinkingEdit(_Out):
+    type: Literal["clear_thinking_20251015"] = "clear_thinking_20251015"
+    cleared_input_tokens: int
+    cleared_thinking_turns: int
+
+
+class ContextManagementResponse(_Out):
+    applied_edits: list[ClearThinkingEdit]
+
+
+class _WithContextManagement(_Out):
+    """`context_management` appears only on answers to requests that asked for edits (a beta)."""
+
+    context_management: ContextManagementResponse | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("context_management") is None:
+            data.pop("context_management", None)
+        return data
+
+
+class Message(_WithContextManagement):
     id: str
     type: Literal["message"] = "message"
     role: Literal["assistant"] = "assistant"

@@ -1,7 +1,7 @@
 """Extended thinking: the request rules (rules.py), the reasoning phase of a generation
 (phases.py), signatures (signatures.py) and thinking sent back in history (history.py)."""
 
-from .history import kept_thinking
+from .history import HistoryThinking, kept_thinking
 from .phases import ThinkingEnd, ThinkingSplitter, ThinkingText, shape_turns, thinking_grammar
 from .rules import (
     DEFAULT_EFFORT,
@@ -17,6 +17,7 @@ __all__ = [
     "EFFORT_THINKING_TOKENS",
     "INTERLEAVED_THINKING_BETA",
     "KEY_FILE",
+    "HistoryThinking",
     "Sealed",
     "ThinkingEnd",
     "ThinkingPlan",

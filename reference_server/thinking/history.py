@@ -13,6 +13,8 @@ blocks are dropped unread.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 from reference_server.errors import InvalidRequestError
 from reference_server.protocol import (
@@ -25,25 +27,42 @@ from reference_server.protocol import (
 
 from .signatures import ThinkingSigner
 
-__all__ = ["kept_thinking"]
+__all__ = ["HistoryThinking", "kept_thinking"]
 
 BlockKey = tuple[int, int]  # (message index, block index)
 
 
+@dataclass(frozen=True, slots=True)
+class HistoryThinking:
+    """The verified thinking of a history: what stays in the prompt, what all of it was, and how
+    many assistant turns lost theirs."""
+
+    kept: Mapping[BlockKey, str]
+    verified: Mapping[BlockKey, str]
+    cleared_turns: int
+
+
 def kept_thinking(
-    messages: Sequence[MessageParam], signer: ThinkingSigner, model: str, *, enabled: bool
-) -> Mapping[BlockKey, str]:
+    messages: Sequence[MessageParam],
+    signer: ThinkingSigner,
+    model: str,
+    *,
+    enabled: bool,
+    keep: int | Literal["all"] | None = None,
+) -> HistoryThinking:
     """The thinking to keep in the prompt, by block position; every other thinking block is
-    dropped. Raises InvalidRequestError for a block that does not verify or a missing one."""
+    dropped. `keep` (context management's clear_thinking): the most recent assistant turns with
+    thinking that keep it; None keeps only the tool loop's. Raises InvalidRequestError for a block
+    that does not verify or a missing one."""
     if not enabled:
-        return {}
+        return HistoryThinking({}, {}, 0)
     if messages and messages[-1].role == "assistant" and messages[-1].content:
         raise InvalidRequestError(
             f"messages.{len(messages) - 1}: prefilling the assistant's answer is not supported with"
             " thinking enabled"
         )
     loop = _tool_loop(messages)
-    kept: dict[BlockKey, str] = {}
+    verified: dict[BlockKey, str] = {}
     for i, message in enumerate(messages):
         if isinstance(message.content, str):
             continue
@@ -55,9 +74,7 @@ def kept_thinking(
                 raise InvalidRequestError(
                     f"{path}: {block.type} blocks may only appear in assistant messages"
                 )
-            text = _verified(block, path, signer, model)
-            if i == loop:
-                kept[(i, j)] = text
+            verified[(i, j)] = _verified(block, path, signer, model)
     if loop is not None:
         first = messages[loop].content[0]
         if not isinstance(first, ThinkingBlockParam | RedactedThinkingBlockParam):
@@ -68,7 +85,15 @@ def kept_thinking(
                 " thinking block (preceding the lastmost set of `tool_use` and `tool_result` blocks)."
                 " Pass back the thinking blocks of previous turns, or disable `thinking`."
             )
-    return kept
+    thinking_turns = sorted({i for i, _ in verified})
+    if keep is None:
+        keeping = {loop} if loop is not None else set()
+    elif keep == "all":
+        keeping = set(thinking_turns)
+    else:
+        keeping = set(thinking_turns[-keep:]) | ({loop} if loop is not None else set())
+    kept = {key: text for key, text in verified.items() if key[0] in keeping}
+    return HistoryThinking(kept, verified, len(set(thinking_turns) - keeping))
 
 
 def _tool_loop(messages: Sequence[MessageParam]) -> int | None:

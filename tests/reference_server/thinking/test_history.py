@@ -57,7 +57,7 @@ def refusal(messages: list[dict[str, Any]], signer: ThinkingSigner) -> str:
 
 def test_earlier_thinking_that_verifies_is_dropped_from_the_prompt(signer):
     request = params(conversation(thinking(signer)))
-    kept = kept_thinking(request.messages, signer, MODEL, enabled=True)
+    kept = kept_thinking(request.messages, signer, MODEL, enabled=True).kept
     assert kept == {}
     assert [turn.text for turn in build_turns(request, thinking=kept)] == ["hi", "Hello!", "and now?"]
 
@@ -98,7 +98,7 @@ def test_redacted_thinking_must_be_data_this_server_sealed(signer):
 
 def test_the_tool_loop_keeps_its_thinking_as_generated(signer):
     request = params(tool_loop(thinking(signer, "Use the clock.", omitted=True)))
-    kept = kept_thinking(request.messages, signer, MODEL, enabled=True)
+    kept = kept_thinking(request.messages, signer, MODEL, enabled=True).kept
     assert kept == {(1, 0): "Use the clock."}  # restored from the signature of an omitted block
     turns = build_turns(request, have_tools=True, thinking=kept)
     assert turns[1].role == "assistant"
@@ -124,5 +124,25 @@ def test_thinking_in_a_user_message_and_a_prefill_are_refused(signer):
 
 def test_with_thinking_off_thinking_blocks_are_dropped_unread(signer):
     request = params(conversation({"type": "thinking", "thinking": "x", "signature": "not ours"}))
-    assert kept_thinking(request.messages, signer, MODEL, enabled=False) == {}
+    assert kept_thinking(request.messages, signer, MODEL, enabled=False).kept == {}
     assert [turn.text for turn in build_turns(request)] == ["hi", "Hello!", "and now?"]
+
+
+def test_clear_thinking_keeps_the_most_recent_turns(signer):
+    messages = [
+        {"role": "user", "content": "a"},
+        {"role": "assistant", "content": [thinking(signer, "first"), {"type": "text", "text": "A"}]},
+        {"role": "user", "content": "b"},
+        {"role": "assistant", "content": [thinking(signer, "second"), {"type": "text", "text": "B"}]},
+        {"role": "user", "content": "c"},
+    ]
+    history = params(messages).messages
+    one = kept_thinking(history, signer, MODEL, enabled=True, keep=1)
+    assert one.kept == {(3, 0): "second"}
+    assert one.cleared_turns == 1
+    every = kept_thinking(history, signer, MODEL, enabled=True, keep="all")
+    assert every.kept == {(1, 0): "first", (3, 0): "second"}
+    assert every.cleared_turns == 0
+    default = kept_thinking(history, signer, MODEL, enabled=True)
+    assert default.kept == {}
+    assert default.cleared_turns == 2

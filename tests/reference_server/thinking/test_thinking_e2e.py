@@ -151,3 +151,34 @@ def test_a_tool_loop_keeps_its_thinking(client):
     assert answer.content[0].type == "thinking"
     with pytest.raises(anthropic.BadRequestError, match="must start with a thinking block"):
         ask(client, tools=[tool], messages=[*QUESTION, {"role": "assistant", "content": [call]}, loop[2]])
+
+
+def test_clear_thinking_reports_what_it_cleared(client):
+    first = ask(client)
+    messages = history(first)
+    second = ask(client, messages=messages)
+    blocks = [block.model_dump(exclude_none=True) for block in second.content]
+    longer = [*messages, {"role": "assistant", "content": blocks}, {"role": "user", "content": "Thanks."}]
+    edit = {"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 1}}
+    beta = {"anthropic-beta": "context-management-2025-06-27"}
+    body = {"context_management": {"edits": [edit]}}
+    answer = ask(client, messages=longer, extra_headers=beta, extra_body=body)
+    raw = answer.model_dump()["context_management"]  # the GA type lacks the field: read the extra
+    (applied,) = raw["applied_edits"]
+    assert applied["type"] == "clear_thinking_20251015"
+    assert applied["cleared_thinking_turns"] == 1
+    assert applied["cleared_input_tokens"] > 0
+    kept_all = ask(
+        client,
+        messages=longer,
+        extra_headers=beta,
+        extra_body={"context_management": {"edits": [edit | {"keep": "all"}]}},
+    )
+    assert kept_all.usage.input_tokens == answer.usage.input_tokens + applied["cleared_input_tokens"]
+    assert "context_management" not in ask(client).model_dump()  # only for requests with edits
+    with pytest.raises(anthropic.BadRequestError, match="clear_tool_uses_20250919 is not supported"):
+        ask(
+            client,
+            extra_headers=beta,
+            extra_body={"context_management": {"edits": [{"type": "clear_tool_uses_20250919"}]}},
+        )
