@@ -213,9 +213,12 @@ class Run:
     stderr: str
 
 
-def run_claude(claude: Path, target: Target, *, cwd: Path, home: Path, args: list[str]) -> Run:
+def run_claude(
+    claude: Path, target: Target, *, cwd: Path, home: Path, args: list[str], thinking: bool = False
+) -> Run:
     """`claude ARGS --output-format json` in `cwd`, offline, with nothing of the caller's
-    environment but PATH: HOME (and so Claude Code's config and sessions) is `home`."""
+    environment but PATH: HOME (and so Claude Code's config and sessions) is `home`. With
+    `thinking`, Claude Code's default thinking is left on."""
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(home),
@@ -229,6 +232,8 @@ def run_claude(claude: Path, target: Target, *, cwd: Path, home: Path, args: lis
         "DISABLE_AUTOUPDATER": "1",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
     }
+    if thinking:
+        del env["MAX_THINKING_TOKENS"]
     command = [str(claude), *args, "--output-format", "json", "--permission-mode", "dontAsk"]
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=CLAUDE_TIMEOUT)
     try:
@@ -316,10 +321,13 @@ def test_first_turn_with_claude_codes_own_prompt(claude: Path, target: Target, t
     expect_consistent(run, answered)
 
 
-def write_deferred_session(home: Path, cwd: Path, session_id: str, call: dict[str, Any]) -> None:
+def write_deferred_session(
+    home: Path, cwd: Path, session_id: str, call: dict[str, Any], thinking: dict[str, Any] | None = None
+) -> None:
     """A Claude Code session transcript (the format of the pinned version) in which the user
-    asked, the assistant answered with the tool call `call`, and a PreToolUse hook deferred it
-    (Claude Code's `hook_deferred_tool` marker). `claude -p --resume` runs such a call."""
+    asked, the assistant answered with the tool call `call` (after `thinking`, a block the
+    server signed), and a PreToolUse hook deferred it (Claude Code's `hook_deferred_tool`
+    marker). `claude -p --resume` runs such a call."""
     project = home / ".claude" / "projects" / re.sub(r"[^A-Za-z0-9]", "-", str(cwd))
     project.mkdir(parents=True)
     ids = [str(uuid.uuid4()) for _ in range(3)]
@@ -329,7 +337,7 @@ def write_deferred_session(home: Path, cwd: Path, session_id: str, call: dict[st
         "type": "message",
         "role": "assistant",
         "model": MODEL,
-        "content": [call],
+        "content": [thinking, call] if thinking else [call],
         "stop_reason": "tool_use",
         "stop_sequence": None,
         "usage": {"input_tokens": 1, "output_tokens": 1},
@@ -354,9 +362,22 @@ def write_deferred_session(home: Path, cwd: Path, session_id: str, call: dict[st
     (project / f"{session_id}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
 
 
-def test_tool_result_round_trip(claude: Path, target: Target, tmp_path: Path) -> None:
-    """Claude Code runs a (deferred) Read call itself, sends the `tool_use`/`tool_result`
-    pair back in its next request, and the server answers that follow-up."""
+def signed_thinking(target: Target) -> dict[str, Any]:
+    """A thinking block the server made, as the earlier turn of a thinking session has one."""
+    body = {"model": MODEL, "max_tokens": 8, "thinking": {"type": "adaptive"}}
+    body["messages"] = [{"role": "user", "content": "What does marker.txt say?"}]
+    headers = {"x-api-key": API_KEY, "anthropic-version": "2023-06-01"}
+    answer = httpx.post(f"{target.url}/v1/messages", json=body, headers=headers, timeout=120)
+    assert answer.status_code == 200, answer.text
+    block: dict[str, Any] = answer.json()["content"][0]
+    assert block["type"] == "thinking"
+    return block
+
+
+def test_tool_result_round_trip_with_thinking(claude: Path, target: Target, tmp_path: Path) -> None:
+    """With Claude Code's default thinking on: Claude Code runs a (deferred) Read call itself,
+    sends the thinking, `tool_use` and `tool_result` back in its next request (with its
+    context-management edit), and the server answers that follow-up with its own thinking."""
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir()
     home.mkdir()
@@ -366,15 +387,25 @@ def test_tool_result_round_trip(claude: Path, target: Target, tmp_path: Path) ->
     call = {"type": "tool_use", "id": "toolu_plumbline01", "name": "Read",
             "input": {"file_path": str(work / "marker.txt")}}  # fmt: skip
     session_id = str(uuid.uuid4())
-    write_deferred_session(home, work, session_id, call)
+    thought = signed_thinking(target)
+    write_deferred_session(home, work, session_id, call, thought)
     start = len(target.proxy.exchanges)
-    run = run_claude(claude, target, cwd=work, home=home, args=["-p", "--resume", session_id])
+    args = ["-p", "--resume", session_id]
+    run = run_claude(claude, target, cwd=work, home=home, args=args, thinking=True)
     answered = served(target.since(start))
     request = answered[0][0].body
+    assert request["thinking"]["type"] in ("enabled", "adaptive"), request["thinking"]
+    # What the pinned version sends with thinking on: a budget above max_tokens (allowed by the
+    # interleaved-thinking beta), display omitted, and clear_thinking keeping all turns.
+    assert "interleaved-thinking-2025-05-14" in answered[0][0].headers.get("anthropic-beta", "")
+    edits = request.get("context_management", {}).get("edits", [])
+    assert [edit["type"] for edit in edits] == ["clear_thinking_20251015"], edits
     *_, asked, called, results = request["messages"]
     assert asked["role"] == "user"
     assert called["role"] == "assistant"
+    assert called["content"][0] == thought, "the signed thinking went back unchanged"
     assert [b for b in called["content"] if b["type"] == "tool_use"] == [call]
+    assert answered[0][1]["content"][0]["type"] == "thinking"
     result = tool_results(request).get(call["id"])
     assert result is not None, results
     assert result.get("is_error") in (None, False), result
