@@ -391,7 +391,8 @@ def _empty_stop_sequence(_: Request, data: JSONDict) -> None:
 
 def fault_catalogue(api_key: str) -> dict[str, Fault]:
     """Property id → the fault that must make it fail."""
-    from .tool_faults import tool_fault_catalogue  # it builds on this module's helpers
+    from .thinking_faults import thinking_fault_catalogue  # they build on this module's helpers
+    from .tool_faults import tool_fault_catalogue
 
     accept = when_error(fake_message)
     return {
@@ -638,6 +639,8 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
         "FUZZ-004": Fault("model queries crash the server", response=lambda r, resp: error(500, "api_error")),
         # ---- tools and structured outputs
         **tool_fault_catalogue(),
+        # ---- extended thinking
+        **thinking_fault_catalogue(),
         # ---- the TypeScript SDK
         "SDK-001": Fault(
             "finish sent before the text (LiteLLM PR #14477): TS finalMessage text empty",

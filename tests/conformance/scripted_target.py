@@ -1,16 +1,22 @@
-"""A scripted target that serves tools and structured outputs correctly, with no model.
+"""A scripted target that serves tools, structured outputs and thinking correctly, with no model.
 
-It answers just enough of the API for the TOOL-* and STRUCT-* properties (and the run's own
-probes): a forced call gets one tool_use whose input is `example_of(input_schema)`, a structured
-answer is `example_of(schema)` as JSON, other requests a short text; streams follow the grammar
-with the input split into fragments. It proves those properties PASS on a correct target and
-FAIL on their faults (test_tool_proofs.py) whatever the reference server's model does; the
-reference server itself is judged by test_fault_proofs.py.
+It answers just enough of the API for the TOOL-*, STRUCT-* and THINK-* properties (and the run's
+own probes): a forced call gets one tool_use whose input is `example_of(input_schema)`, a
+structured answer is `example_of(schema)` as JSON, other requests a short text; with thinking on,
+a signed thinking block comes first (`display: omitted` empties its text). Signatures are a
+nonce and an HMAC over the nonce and the text under a fixed key, verified when a block comes
+back in the history (a changed text or signature is a 400 naming the block). Streams follow the
+grammar with the text, the input and the thinking split into fragments, the signature last. It
+proves those properties PASS on a correct target and FAIL on their faults (test_tool_proofs.py,
+test_thinking_proofs.py) whatever the reference server's model does; the reference server
+itself is judged by test_fault_proofs.py.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import hmac
 import json
 import re
 from typing import Any
@@ -22,6 +28,9 @@ TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
 JSONDict = dict[str, Any]
 
 _NO = {"supported": False}
+_YES = {"supported": True}
+_SIGNING_KEY = b"plumbline-scripted-thinking-key"
+THINKING_TEXT = "The user asks for a short answer. I will answer briefly."
 MODEL_INFO: JSONDict = {
     "type": "model",
     "id": MODEL,
@@ -39,14 +48,14 @@ MODEL_INFO: JSONDict = {
             "clear_tool_uses_20250919": _NO,
             "compact_20260112": _NO,
         },
-        "effort": {"supported": False, "low": _NO, "medium": _NO, "high": _NO, "max": _NO, "xhigh": None},
+        "effort": {"supported": True, "low": _YES, "medium": _YES, "high": _YES, "max": _YES, "xhigh": None},
         "image_input": _NO,
         "pdf_input": _NO,
         "server_tools": {"supported": False, "code_execution": _NO, "web_search": _NO},
         "structured_outputs": {"supported": True},
         "thinking": {
-            "supported": False,
-            "types": {"adaptive": _NO, "between_tools": _NO, "disabled": {"supported": True}, "enabled": _NO},
+            "supported": True,
+            "types": {"adaptive": _YES, "between_tools": _NO, "disabled": _YES, "enabled": _YES},
         },
     },
 }
@@ -122,9 +131,63 @@ def _validate(body: JSONDict) -> None:
                 raise Refused("tool_use ids were found without tool_result blocks immediately after")
 
 
+def _mac(nonce: bytes, text: str) -> bytes:
+    return hmac.new(_SIGNING_KEY, nonce + text.encode(), hashlib.sha256).digest()
+
+
+def sign(text: str, seed: str) -> str:
+    """The signature of a thinking block showing `text` (a nonce from `seed`, then the HMAC)."""
+    nonce = hashlib.sha256(seed.encode()).digest()[:16]
+    return base64.b64encode(nonce + _mac(nonce, text)).decode()
+
+
+def verifies(text: Any, signature: Any) -> bool:
+    if not isinstance(text, str) or not isinstance(signature, str):
+        return False
+    try:
+        raw = base64.b64decode(signature, validate=True)
+    except ValueError:
+        return False
+    return len(raw) == 48 and hmac.compare_digest(raw[16:], _mac(raw[:16], text))
+
+
+def _thinking(body: JSONDict) -> str | None:
+    """The display of the request's thinking (None: thinking off); a broken rule is Refused."""
+    config = body.get("thinking") or {}
+    kind = config.get("type")
+    if kind in (None, "disabled"):
+        return None
+    if kind not in ("enabled", "adaptive"):
+        raise Refused("thinking.type: unknown")
+    if kind == "enabled":
+        budget = config.get("budget_tokens")
+        if not isinstance(budget, int) or budget < 1024:
+            raise Refused("thinking.budget_tokens: must be at least 1024")
+        if budget >= int(body.get("max_tokens", 0)):
+            raise Refused("max_tokens: must be greater than thinking.budget_tokens")
+    if (body.get("tool_choice") or {}).get("type") in ("any", "tool"):
+        raise Refused("Thinking may not be enabled when tool_choice forces tool use.")
+    if body.get("temperature") not in (None, 1):
+        raise Refused("temperature: may only be set to 1 when thinking is enabled")
+    if body.get("top_k") is not None:
+        raise Refused("top_k: may not be set when thinking is enabled")
+    for i, message in enumerate(body.get("messages") or []):
+        content = message.get("content")
+        for j, block in enumerate(content if isinstance(content, list) else []):
+            if not (isinstance(block, dict) and block.get("type") == "thinking"):
+                continue
+            if message.get("role") != "assistant" or not verifies(
+                block.get("thinking"), block.get("signature")
+            ):
+                raise Refused(f"messages.{i}.content.{j}.signature: Invalid `signature` in `thinking` block")
+    display = config.get("display") or "summarized"
+    return str(display)
+
+
 def answer(body: JSONDict) -> JSONDict:
     """The Message for a valid request."""
     _validate(body)
+    display = _thinking(body)
     tools = {tool["name"]: tool for tool in body.get("tools") or []}
     choice = body.get("tool_choice") or {}
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
@@ -141,6 +204,14 @@ def answer(body: JSONDict) -> JSONDict:
         words = ["Hello", " there", "."][: max(1, int(body.get("max_tokens", 3)))]
         stop = "end_turn" if len(words) == 3 else "max_tokens"
         content = [{"type": "text", "text": "".join(words), "citations": None}]
+    usage = _usage(body, sum(_tokens(block) for block in content))
+    if display is not None:
+        shown = "" if display == "omitted" else THINKING_TEXT
+        thought = {"type": "thinking", "thinking": shown, "signature": sign(shown, digest)}
+        content = [thought, *content]
+        thinking_tokens = _tokens(THINKING_TEXT)
+        usage["output_tokens"] += thinking_tokens
+        usage["output_tokens_details"] = {"thinking_tokens": thinking_tokens}
     return {
         "id": f"msg_{digest[:24]}",
         "type": "message",
@@ -150,16 +221,31 @@ def answer(body: JSONDict) -> JSONDict:
         "stop_reason": stop,
         "stop_sequence": None,
         "stop_details": None,
-        "usage": _usage(body, sum(_tokens(block) for block in content)),
+        "usage": usage,
         "container": None,
     }
 
 
 def events(message: JSONDict) -> list[JSONDict]:
     """The stream of a Message: each text and each input JSON in two fragments."""
-    start = {**message, "content": [], "stop_reason": None, "usage": {**message["usage"], "output_tokens": 0}}
+    usage = {**message["usage"], "output_tokens": 0}
+    if "output_tokens_details" in usage:
+        usage["output_tokens_details"] = {"thinking_tokens": 0}
+    start = {**message, "content": [], "stop_reason": None, "usage": usage}
     out: list[JSONDict] = [{"type": "message_start", "message": start}]
     for index, block in enumerate(message["content"]):
+        if block["type"] == "thinking":
+            first = {"type": "thinking", "thinking": "", "signature": ""}
+            out.append({"type": "content_block_start", "index": index, "content_block": first})
+            half = len(block["thinking"]) // 2
+            for part in (block["thinking"][:half], block["thinking"][half:]):
+                if part:
+                    delta = {"type": "thinking_delta", "thinking": part}
+                    out.append({"type": "content_block_delta", "index": index, "delta": delta})
+            delta = {"type": "signature_delta", "signature": block["signature"]}
+            out.append({"type": "content_block_delta", "index": index, "delta": delta})
+            out.append({"type": "content_block_stop", "index": index})
+            continue
         if block["type"] == "tool_use":
             text, kind, key = json.dumps(block["input"]), "input_json_delta", "partial_json"
             first = {**block, "input": {}}
@@ -192,7 +278,9 @@ def events(message: JSONDict) -> list[JSONDict]:
                     "cache_creation_input_tokens",
                     "cache_read_input_tokens",
                     "server_tool_use",
+                    "output_tokens_details",
                 )
+                if k in usage
             },
         }
     )

@@ -27,7 +27,8 @@ def test_ids_titles_and_citations():
 
 def test_invariants_are_cited_once_or_more():
     cited = {item.invariant for item in REGISTRY.values() if item.invariant}
-    # The spec notes' invariants on messages, streaming, errors, headers, auth, tokens, models, tools.
+    # The spec notes' invariants on messages, streaming, errors, headers, auth, tokens, models,
+    # tools and thinking.
     required = {
         1,
         2,
@@ -38,6 +39,7 @@ def test_invariants_are_cited_once_or_more():
         9,
         10,
         11,
+        18,
         24,
         25,
         26,
@@ -56,7 +58,10 @@ def test_invariants_are_cited_once_or_more():
         41,
         42,
         43,
+        44,
+        45,
         47,
+        49,
         51,
         52,
         54,
@@ -65,6 +70,7 @@ def test_invariants_are_cited_once_or_more():
         57,
         58,
         59,
+        60,
         61,
         62,
         63,

@@ -32,7 +32,7 @@ MODEL_DEPENDENT = {"MSG-021": "SKIP"}
 # profile declares them (`false` in conformance/profiles/reference.toml): the properties that
 # need them must be UNSUPPORTED on it in both runs (the runs use a profile that declares no
 # features, so detection itself is exercised), and are proven able to pass and fail on a
-# scripted target instead (test_tool_proofs.py). When the server serves a feature, its profile
+# scripted target instead (test_tool_proofs.py, test_thinking_proofs.py). When the server serves a feature, its profile
 # says `true`, and from then on those properties must PASS and FAIL here too.
 NOT_SERVED_YET = load_profile(REFERENCE_PROFILE).absent
 

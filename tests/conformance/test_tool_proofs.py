@@ -29,10 +29,14 @@ PROFILE = 'name = "scripted"\ndeterministic = true\n'
 
 
 def judged() -> set[str]:
-    """The properties of the selection: every one that needs tools or structured outputs,
-    and the tool request errors ERR-011..013."""
+    """The properties of the selection: every one that needs tools or structured outputs (but
+    thinking), and the tool request errors ERR-011..013."""
     load_all()
-    wanted = {pid for pid, prop in REGISTRY.items() if {"tools", "structured_outputs"} & set(prop.requires)}
+    wanted = {
+        pid
+        for pid, prop in REGISTRY.items()
+        if {"tools", "structured_outputs"} & set(prop.requires) and prop.area != "THINK"
+    }  # THINK-010 needs tools too: test_thinking_proofs.py proves it
     return wanted | {"ERR-011", "ERR-012", "ERR-013"}
 
 

@@ -1,0 +1,150 @@
+"""The THINK-* properties on a scripted target that serves extended thinking correctly
+(scripted_target.py: HMAC signatures verified in the history): each PASSes there and FAILs
+(MUST) or WARNs (SHOULD) on its own fault, and on the extra faults of thinking_faults.py,
+whatever any model does; a target whose model says it lacks thinking is UNSUPPORTED for them,
+with the reason, while one that says it serves thinking and refuses it FAILs.
+
+test_fault_proofs.py proves the same on the reference server, which serves thinking.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conformance.catalogue import REGISTRY, Level
+from conformance.properties import load_all
+
+from . import scripted_target
+from .fault_proxy import Fault, FaultProxy, Request, Response, running_proxy
+from .faults import error, fault_catalogue
+from .suite import API_KEY, run_suite, verdicts
+from .thinking_faults import EXTRA_THINKING_FAULTS
+
+pytestmark = [pytest.mark.slow]
+
+SELECTION = ["-k", "think"]
+PROFILE = 'name = "scripted"\ndeterministic = true\n'
+
+
+def judged() -> set[str]:
+    """The properties of the selection: every one that needs thinking, and ERR-005 (budgets)."""
+    load_all()
+    return {pid for pid, prop in REGISTRY.items() if "thinking" in prop.requires} | {"ERR-005"}
+
+
+@pytest.fixture(scope="module")
+def scripted_url() -> Iterator[str]:
+    with running_proxy(scripted_target.app) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("scripted") / "scripted.toml"
+    path.write_text(PROFILE)
+    return path
+
+
+def run(url: str, tmp_path: Path, profile: Path, selection: list[str] = SELECTION) -> tuple[int, dict, str]:
+    return run_suite(url, tmp_path, profile=profile, model=scripted_target.MODEL, extra=selection)
+
+
+def test_a_correct_target_passes(scripted_url, profile, tmp_path):
+    code, index, output = run(scripted_url, tmp_path, profile)
+    got = verdicts(index)
+    assert set(got) == judged(), output[-3000:]
+    assert set(got.values()) == {"PASS"}, output[-6000:]
+    assert index["feature_support"]["thinking"] == {
+        "supported": True,
+        "source": "capabilities",
+        "detail": "/v1/models/scripted: capabilities.thinking.supported is true",
+    }
+    assert code == 0
+
+
+def test_each_property_fails_on_its_fault(scripted_url, profile, tmp_path):
+    proxy = FaultProxy(scripted_url, fault_catalogue(API_KEY))
+    with running_proxy(proxy) as url:
+        code, index, output = run(url, tmp_path, profile)
+    expected = {pid: "FAIL" if REGISTRY[pid].level is Level.MUST else "WARN" for pid in judged()}
+    got = verdicts(index)
+    wrong = {pid: got.get(pid) for pid in expected if got.get(pid) != expected[pid]}
+    details = [p for p in index["properties"] if p["id"] in wrong]
+    assert not wrong, f"{wrong}\n{json.dumps(details, indent=1)[:6000]}\n{output[-3000:]}"
+    assert set(proxy.applied) == set(expected), "every fault was exercised"
+    assert code == 1
+
+
+@pytest.mark.parametrize("name", sorted(EXTRA_THINKING_FAULTS))
+def test_extra_faults_fail_their_property(scripted_url, profile, tmp_path, name):
+    pid, fault = EXTRA_THINKING_FAULTS[name]
+    with running_proxy(FaultProxy(scripted_url, {pid: fault})) as url:
+        code, index, output = run(url, tmp_path, profile, ["-k", REGISTRY[pid].selector])
+    assert verdicts(index) == {pid: "FAIL"}, output[-3000:]
+    assert code == 1
+
+
+def _without_thinking(request: Request, response: Response) -> Response:
+    """The model's capabilities say thinking is not supported."""
+    data = response.json
+    if response.status == 200 and isinstance(data, dict) and data.get("type") == "model":
+        data["capabilities"]["thinking"]["supported"] = False
+        return response.with_json(data)
+    return response
+
+
+def _refuse_thinking(request: Request) -> Request | Response:
+    body = request.json if isinstance(request.json, dict) else {}
+    if request.path.startswith("/v1/messages") and "thinking" in body:
+        return error(400, "invalid_request_error", "thinking: not supported")
+    return request
+
+
+def _without_adaptive(request: Request, response: Response) -> Response:
+    data = response.json
+    if response.status == 200 and isinstance(data, dict) and data.get("type") == "model":
+        data["capabilities"]["thinking"]["types"]["adaptive"]["supported"] = False
+        return response.with_json(data)
+    return response
+
+
+def _refuse_adaptive(request: Request) -> Request | Response:
+    body = request.json if isinstance(request.json, dict) else {}
+    if (body.get("thinking") or {}).get("type") == "adaptive":
+        return error(400, "invalid_request_error", "thinking.type: adaptive is not supported by this model")
+    return request
+
+
+def test_enabled_thinking_where_adaptive_is_absent(scripted_url, profile, tmp_path):
+    """A model whose capabilities lack adaptive thinking gets `enabled` with the smallest budget."""
+    fault = Fault("no adaptive thinking", request=_refuse_adaptive, response=_without_adaptive)
+    with running_proxy(FaultProxy(scripted_url, everywhere=fault)) as url:
+        code, index, output = run(url, tmp_path, profile)
+    assert set(verdicts(index).values()) == {"PASS"}, output[-3000:]
+    assert code == 0
+
+
+def test_thinking_unsupported_when_the_model_says_so(scripted_url, profile, tmp_path):
+    """Capabilities saying thinking.supported false: UNSUPPORTED, with the reason."""
+    fault = Fault("no thinking", request=_refuse_thinking, response=_without_thinking)
+    with running_proxy(FaultProxy(scripted_url, everywhere=fault)) as url:
+        code, index, output = run(url, tmp_path, profile, ["-k", "think_001 or think_010"])
+    assert verdicts(index) == {"THINK-001": "UNSUPPORTED", "THINK-010": "UNSUPPORTED"}, output[-3000:]
+    first = next(p for p in index["properties"] if p["id"] == "THINK-001")
+    assert first["message"] == (
+        "thinking not served (capabilities: /v1/models/scripted: capabilities.thinking.supported is false)"
+    )
+    assert code == 0
+
+
+def test_thinking_claimed_and_refused_fails(scripted_url, profile, tmp_path):
+    """Capabilities saying thinking is served, every thinking request refused: FAIL."""
+    fault = Fault("thinking refused", request=_refuse_thinking)
+    with running_proxy(FaultProxy(scripted_url, everywhere=fault)) as url:
+        code, index, output = run(url, tmp_path, profile, ["-k", "think_001 or think_007"])
+    assert verdicts(index) == {"THINK-001": "FAIL", "THINK-007": "FAIL"}, output[-3000:]
+    assert code == 1
