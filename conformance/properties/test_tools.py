@@ -269,9 +269,12 @@ def _judge_inputs(target: Target, *, strict: bool) -> None:
             message = forced(target, choice, tools=[tool, TOOLS[1]])
             schemas = {tool["name"]: COLOUR_SCHEMA, "record_shape": SHAPE_SCHEMA}
             # A non-object input is TOOL-004's to judge, an unknown name TOOL-002's.
+            made = tool_uses(message)
+            if made and stop_reason(message, where=MESSAGE) == "max_tokens":
+                made = made[:-1]  # the API documents that max_tokens may cut the last call short
             calls = [
                 call
-                for call in tool_uses(message)
+                for call in made
                 if isinstance(call.get("input"), dict) and str(call.get("name")) in schemas
             ]
             judged += len(calls)
@@ -308,7 +311,8 @@ def _judge_inputs(target: Target, *, strict: bool) -> None:
 def test_tool_005_strict_input_valid(target: Target) -> None:
     """Forces a strict tool (an object with enums, a boolean and a nested object) by name and by
     any; each call's input object is validated against the tool's schema. Its longest valid
-    input is a few dozen tokens, so max_tokens (200) never excuses an invalid one."""
+    input is a few dozen tokens, so max_tokens (200) never excuses an invalid one; only a last
+    call that max_tokens cut short (a model may repeat calls until then) is not judged."""
     _judge_inputs(target, strict=True)
 
 
@@ -559,7 +563,8 @@ def test_tool_010_no_parallel_calls(target: Target) -> None:
     ),
 )
 def test_tool_011_fragments_join(target: Target) -> None:
-    body = tool_body(target)
+    # One call: it fits max_tokens, so no call is cut short (a model may repeat calls until then).
+    body = tool_body(target, tool_choice={"type": "any", "disable_parallel_tool_use": True})
     run = expect_stream(stream_raw(target, body))
     calls = streamed_tool_calls(run)
     if not calls:
