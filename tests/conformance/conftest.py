@@ -11,7 +11,9 @@ import pytest
 from conformance.launcher import reference_server
 from conformance.plugin import KEEP_EXCHANGES_ENV
 
-from .suite import API_KEY, PROOF_PROFILE, run_suite
+from . import scripted_target
+from .fault_proxy import running_proxy
+from .suite import API_KEY, PROOF_PROFILE, SCRIPTED_PROFILE, run_suite
 
 
 @pytest.fixture(scope="session")
@@ -50,3 +52,19 @@ def reference_run(
         patch.setenv(KEEP_EXCHANGES_ENV, "1")
         code, index, _ = run_suite(tiny_random_url, report_dir, profile=proof_profile)
     return code, index, report_dir / "proof" / index["run_id"]
+
+
+@pytest.fixture(scope="module")
+def scripted_url() -> Iterator[str]:
+    """The scripted target (scripted_target.py), which serves tools, structured outputs and
+    thinking correctly whatever any model does, on a real socket."""
+    with running_proxy(scripted_target.app) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The scripted target's profile (deterministic: no probe needed)."""
+    path = tmp_path_factory.mktemp("scripted") / "scripted.toml"
+    path.write_text(SCRIPTED_PROFILE)
+    return path

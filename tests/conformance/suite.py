@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 API_KEY = "plumbline-proof-key"
+SCRIPTED_PROFILE = 'name = "scripted"\ndeterministic = true\n'
 PROOF_PROFILE = """
 name = "proof"
 deterministic = true

@@ -10,7 +10,6 @@ test_fault_proofs.py proves the same on the reference server, which serves think
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,26 +26,12 @@ from .thinking_faults import EXTRA_THINKING_FAULTS
 pytestmark = [pytest.mark.slow]
 
 SELECTION = ["-k", "think"]
-PROFILE = 'name = "scripted"\ndeterministic = true\n'
 
 
 def judged() -> set[str]:
     """The properties of the selection: every one that needs thinking, and ERR-005 (budgets)."""
     load_all()
     return {pid for pid, prop in REGISTRY.items() if "thinking" in prop.requires} | {"ERR-005"}
-
-
-@pytest.fixture(scope="module")
-def scripted_url() -> Iterator[str]:
-    with running_proxy(scripted_target.app) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("scripted") / "scripted.toml"
-    path.write_text(PROFILE)
-    return path
 
 
 def run(url: str, tmp_path: Path, profile: Path, selection: list[str] = SELECTION) -> tuple[int, dict, str]:

@@ -9,7 +9,6 @@ test_fault_proofs.py proves the same on the reference server, once it serves the
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,7 +24,6 @@ from .suite import API_KEY, run_suite, verdicts
 pytestmark = [pytest.mark.slow]
 
 SELECTION = ["-k", "tool or struct"]
-PROFILE = 'name = "scripted"\ndeterministic = true\n'
 
 
 def judged() -> set[str]:
@@ -38,19 +36,6 @@ def judged() -> set[str]:
         if {"tools", "structured_outputs"} & set(prop.requires) and prop.area != "THINK"
     }  # THINK-010 needs tools too: test_thinking_proofs.py proves it
     return wanted | {"ERR-011", "ERR-012", "ERR-013"}
-
-
-@pytest.fixture(scope="module")
-def scripted_url() -> Iterator[str]:
-    with running_proxy(scripted_target.app) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("scripted") / "scripted.toml"
-    path.write_text(PROFILE)
-    return path
 
 
 def run(url: str, tmp_path: Path, profile: Path, selection: list[str] = SELECTION) -> tuple[int, dict, str]:
