@@ -31,9 +31,9 @@ CAPABILITIES = ModelCapabilities(
     citations=_NO,
     code_execution=_NO,
     context_management=ContextManagementCapability(
-        supported=True,  # clear_thinking only (context_management.py)
+        supported=True,  # clear_thinking and clear_tool_uses (context_management.py)
         clear_thinking_20251015=_YES,
-        clear_tool_uses_20250919=_NO,
+        clear_tool_uses_20250919=_YES,
         compact_20260112=_NO,
     ),
     # Effort bounds how long the model thinks (thinking/rules.py EFFORT_THINKING_TOKENS).

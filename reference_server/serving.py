@@ -13,7 +13,7 @@ from typing import Any
 import jiter
 
 from reference_server.catalog import ModelCatalog
-from reference_server.context_management import plan_context_edits
+from reference_server.context_management import ClearToolUses, apply_tool_clearing, plan_context_edits
 from reference_server.engine.base import (
     Engine,
     EngineRequest,
@@ -37,8 +37,10 @@ from reference_server.ids import new_message_id, new_tool_use_id
 from reference_server.protocol import (
     CacheCreation,
     ClearThinkingEdit,
+    ClearToolUsesEdit,
     ContentBlock,
     ContextManagementResponse,
+    CountContextManagement,
     InputJSONDelta,
     Message,
     MessageCountTokensParams,
@@ -143,6 +145,8 @@ class _Prompt:
     policy: ToolPolicy
     thinking: ThinkingPlan | None
     cleared: _Cleared | None = None  # a clear_thinking edit was asked for
+    managed: bool = False  # context management edits were asked for (the response reports them)
+    tool_edit: ClearToolUses | None = None  # a clear_tool_uses edit was asked for
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,23 +189,57 @@ class MessagesService:
             turns = shape_turns(turns)
             uncleared = shape_turns(uncleared) if uncleared is not None else None
         cleared = None if edits is None or keep is None else _Cleared(history.cleared_turns, uncleared)
-        return _Prompt(card, turns, tools, policy, thinking, cleared)
+        tool_edit = edits.tool_uses if edits is not None else None
+        return _Prompt(card, turns, tools, policy, thinking, cleared, edits is not None, tool_edit)
 
-    async def _applied_edits(self, prompt: _Prompt, input_tokens: int) -> ContextManagementResponse | None:
-        """`context_management` of the response: what clear_thinking took out of the prompt."""
-        cleared = prompt.cleared
-        if cleared is None:
+    async def _managed_prompt(
+        self, params: PromptParams, betas: Collection[str]
+    ) -> tuple[_Prompt, ClearToolUsesEdit | None]:
+        """The prompt after every context management edit (context_management.py), and what
+        clear_tool_uses cleared (None: it was not asked for, or did not apply)."""
+        prompt = self._prompt(params, betas)
+        if prompt.tool_edit is None:
+            return prompt, None
+        return await apply_tool_clearing(
+            params.messages,
+            prompt.tool_edit,
+            prompt,
+            lambda messages: self._prompt(params.model_copy(update={"messages": messages}), betas),
+            self._prompt_tokens,
+        )
+
+    async def _prompt_tokens(self, prompt: _Prompt, turns: tuple[Turn, ...] | None = None) -> int:
+        """`prompt`'s input tokens (or those of other `turns` with its tools), even past the
+        window: what an edit clears is measured before the window is checked."""
+        specs = tuple(tool.spec() for tool in prompt.tools)
+        request = EngineRequest(prompt.card.id, prompt.turns if turns is None else turns, 0, tools=specs)
+        try:
+            return await self.engine.count_tokens(request)
+        except PromptTooLongError as exc:
+            return exc.prompt_tokens
+        except TokenizerError as exc:
+            raise InvalidRequestError(f"messages: {exc}") from None
+
+    async def _applied_edits(
+        self, prompt: _Prompt, input_tokens: int, tool_uses: ClearToolUsesEdit | None
+    ) -> ContextManagementResponse | None:
+        """`context_management` of the response: what each applied edit took out of the prompt."""
+        if not prompt.managed:
             return None
-        tokens = 0
-        if cleared.turns is not None:
-            specs = tuple(tool.spec() for tool in prompt.tools)
-            request = EngineRequest(prompt.card.id, cleared.turns, 0, tools=specs)
-            tokens = max(0, await self.engine.count_tokens(request) - input_tokens)
-        edit = ClearThinkingEdit(cleared_input_tokens=tokens, cleared_thinking_turns=cleared.thinking_turns)
-        return ContextManagementResponse(applied_edits=[edit])
+        applied: list[ClearThinkingEdit | ClearToolUsesEdit] = []
+        if (cleared := prompt.cleared) is not None:
+            tokens = 0
+            if cleared.turns is not None:
+                tokens = max(0, await self._prompt_tokens(prompt, cleared.turns) - input_tokens)
+            applied.append(
+                ClearThinkingEdit(cleared_input_tokens=tokens, cleared_thinking_turns=cleared.thinking_turns)
+            )
+        if tool_uses is not None:
+            applied.append(tool_uses)
+        return ContextManagementResponse(applied_edits=applied)
 
     async def prepare(self, params: MessageCreateParams, betas: Collection[str] = ()) -> PreparedMessage:
-        prompt = self._prompt(params, betas)
+        prompt, tool_uses = await self._managed_prompt(params, betas)
         card, tools, policy = prompt.card, prompt.tools, prompt.policy
         stops = check_stop_sequences(params.stop_sequences)
         output_schema = _output_schema(params)
@@ -226,7 +264,7 @@ class MessagesService:
             parse_calls=policy.may_call,
             thinking=prompt.thinking,
         )
-        edits = await self._applied_edits(prompt, prepared.input_tokens)
+        edits = await self._applied_edits(prompt, prepared.input_tokens, tool_uses)
         return replace(prepared, context_management=edits) if edits is not None else prepared
 
     async def plan(
@@ -256,10 +294,17 @@ class MessagesService:
     async def count_tokens(
         self, params: MessageCountTokensParams, betas: Collection[str] = ()
     ) -> MessageTokensCount:
-        prompt = self._prompt(params, betas)
+        prompt, tool_uses = await self._managed_prompt(params, betas)
         specs = tuple(tool.spec() for tool in prompt.tools)
         request = EngineRequest(prompt.card.id, prompt.turns, 0, tools=specs)
-        return MessageTokensCount(input_tokens=await self._count(request, prompt.card.context_window))
+        tokens = await self._count(request, prompt.card.context_window)
+        edits = await self._applied_edits(prompt, tokens, tool_uses)
+        if edits is None:
+            return MessageTokensCount(input_tokens=tokens)
+        original = tokens + sum(edit.cleared_input_tokens for edit in edits.applied_edits)
+        return MessageTokensCount(
+            input_tokens=tokens, context_management=CountContextManagement(original_input_tokens=original)
+        )
 
     async def _count(self, request: EngineRequest, context_window: int) -> int:
         """Prompt tokens; the prompt must leave room for at least one generated token."""

@@ -76,8 +76,20 @@ class ClearThinkingEdit(_Out):
     cleared_thinking_turns: int
 
 
+class ClearToolUsesEdit(_Out):
+    type: Literal["clear_tool_uses_20250919"] = "clear_tool_uses_20250919"
+    cleared_input_tokens: int
+    cleared_tool_uses: int
+
+
 class ContextManagementResponse(_Out):
-    applied_edits: list[ClearThinkingEdit]
+    applied_edits: list[ClearThinkingEdit | ClearToolUsesEdit]
+
+
+class CountContextManagement(_Out):
+    """count_tokens' `context_management`: the count before the edits took anything out."""
+
+    original_input_tokens: int
 
 
 class _WithContextManagement(_Out):
@@ -108,6 +120,14 @@ class Message(_WithContextManagement):
 
 class MessageTokensCount(_Out):
     input_tokens: int
+    context_management: CountContextManagement | None = None  # only when edits were asked for
+
+    @model_serializer(mode="wrap")
+    def _drop_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("context_management") is None:
+            data.pop("context_management", None)
+        return data
 
 
 class ErrorObject(_Out):

@@ -176,9 +176,9 @@ def test_clear_thinking_reports_what_it_cleared(client):
     )
     assert kept_all.usage.input_tokens == answer.usage.input_tokens + applied["cleared_input_tokens"]
     assert "context_management" not in ask(client).model_dump()  # only for requests with edits
-    with pytest.raises(anthropic.BadRequestError, match="clear_tool_uses_20250919 is not supported"):
+    with pytest.raises(anthropic.BadRequestError, match="compact_20260112 is not supported"):
         ask(
             client,
             extra_headers=beta,
-            extra_body={"context_management": {"edits": [{"type": "clear_tool_uses_20250919"}]}},
+            extra_body={"context_management": {"edits": [{"type": "compact_20260112"}]}},
         )
