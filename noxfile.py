@@ -27,9 +27,17 @@ def install_project(session: nox.Session, *extras: str) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Unit tests of both packages, the harness's fault proofs, and end-to-end tests over a
-    real socket on MLX (tiny-random and the embedded SmolLM2)."""
+    real socket on MLX (tiny-random and the embedded SmolLM2). What CI runs: the `deep` tests
+    (a representative of each is kept here) run in `nox -s deep`."""
     install_project(session, "server", "test")
-    session.run("pytest", *(session.posargs or ["tests"]), env={"PYTHONHASHSEED": "0"})
+    session.run("pytest", "-m", "not deep", *(session.posargs or ["tests"]), env={"PYTHONHASHSEED": "0"})
+
+
+@nox.session(default=False)
+def deep(session: nox.Session) -> None:
+    """The long end-to-end tests CI leaves out (marked `deep`): not in CI."""
+    install_project(session, "server", "test")
+    session.run("pytest", "-m", "deep", *(session.posargs or ["tests"]), env={"PYTHONHASHSEED": "0"})
 
 
 @nox.session

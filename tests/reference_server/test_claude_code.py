@@ -296,6 +296,7 @@ def expect_consistent(run: Run, answered: list[tuple[Exchange, dict[str, Any]]])
 # ---------------------------------------------------------------- the tests
 
 
+@pytest.mark.deep  # the tool round trip below starts Claude Code the same way, in CI
 def test_first_turn_with_claude_codes_own_prompt(claude: Path, target: Target, tmp_path: Path) -> None:
     """`claude -p` as a user runs it: Claude Code's full first request (tools, `defer_loading`,
     system blocks with cache_control, its betas) is served, with no 400 that would make

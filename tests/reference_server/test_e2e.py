@@ -184,9 +184,9 @@ def test_smollm2_answers_and_honours_stop_sequences(smollm2_url):
 @pytest.mark.smollm2
 @pytest.mark.slow
 def test_smollm2_pings_during_a_long_prefill(smollm2_url):
-    """About 1,000 prompt tokens keep SmolLM2 in prefill for seconds on a CPU; ping events
+    """About 450 prompt tokens keep SmolLM2 in prefill for seconds on a CPU; ping events
     (every 0.5 s here) fill the silence after message_start."""
-    long_prompt = " ".join(["The lighthouse keeper watched the grey sea."] * 110)
+    long_prompt = " ".join(["The lighthouse keeper watched the grey sea."] * 45)
     body = {
         "model": "smollm2-135m-instruct",
         "max_tokens": 2,

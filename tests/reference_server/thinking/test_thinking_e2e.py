@@ -20,6 +20,9 @@ MODEL = "tiny-random"
 ADAPTIVE: dict[str, Any] = {"type": "adaptive"}
 LOW = {"output_config": {"effort": "low"}}
 QUESTION = [{"role": "user", "content": "What is 2 + 2?"}]
+# Stop sequences cut the answer, never the thinking: tiny-random writes random text to max_tokens,
+# so common letters end the answer soon after the thinking and keep these tests short.
+SOON = ["e", "a", "o", "i"]
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +54,11 @@ def history(message: anthropic.types.Message) -> list[dict[str, Any]]:
 
 def test_thinking_comes_first_signed_and_counted(client):
     message = ask(
-        client, max_tokens=2000, thinking={"type": "enabled", "budget_tokens": 1024}, extra_body=LOW
+        client,
+        max_tokens=2000,
+        thinking={"type": "enabled", "budget_tokens": 1024},
+        stop_sequences=SOON,
+        extra_body=LOW,
     )
     first = message.content[0]
     assert first.type == "thinking"
@@ -64,8 +71,8 @@ def test_thinking_comes_first_signed_and_counted(client):
 
 
 def test_effort_bounds_the_thinking(client):
-    low = ask(client, max_tokens=600, extra_body=LOW)
-    high = ask(client, max_tokens=600)  # default effort high: up to 256 tokens
+    low = ask(client, max_tokens=600, stop_sequences=SOON, extra_body=LOW)
+    high = ask(client, max_tokens=600, stop_sequences=SOON)  # default effort high: up to 256 tokens
     assert low.usage.output_tokens_details.thinking_tokens <= 33
     assert high.usage.output_tokens_details.thinking_tokens > 33  # tiny-random never ends a paragraph early
 
