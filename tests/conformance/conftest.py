@@ -25,14 +25,6 @@ def tiny_random_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def smollm2_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Our server on the embedded SmolLM2, a model that ends its turns by itself."""
-    log = tmp_path_factory.mktemp("smollm2") / "server.log"
-    with reference_server("smollm2-135m-instruct", log=log, api_key=API_KEY) as url:
-        yield url
-
-
-@pytest.fixture(scope="session")
 def proof_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A profile that declares the reference server deterministic (no probe needed)."""
     path = tmp_path_factory.mktemp("profile") / "proof.toml"

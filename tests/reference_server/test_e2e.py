@@ -153,13 +153,6 @@ def test_concurrent_requests_get_their_own_answers(client):
     assert [results[i] for i in range(3)] == solo
 
 
-@pytest.fixture(scope="module")
-def smollm2_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    log = tmp_path_factory.mktemp("smollm2") / "server.log"
-    with reference_server("smollm2-135m-instruct", log=log, args=["--ping-interval", "0.5"]) as url:
-        yield url
-
-
 @pytest.mark.smollm2
 @pytest.mark.slow
 def test_smollm2_answers_and_honours_stop_sequences(smollm2_url):

@@ -184,12 +184,8 @@ def test_structured_output_is_valid_json_of_the_schema(client):
 
 @pytest.mark.smollm2
 @pytest.mark.slow
-def test_smollm2_calls_the_weather_tool(tmp_path_factory):
-    log = tmp_path_factory.mktemp("smollm2") / "server.log"
-    with (
-        reference_server("smollm2-135m-instruct", log=log) as url,
-        anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0) as sdk,
-    ):
+def test_smollm2_calls_the_weather_tool(smollm2_url):
+    with anthropic.Anthropic(base_url=smollm2_url, api_key="unused", max_retries=0) as sdk:
         message = sdk.messages.create(
             model="smollm2-135m-instruct",
             max_tokens=160,

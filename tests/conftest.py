@@ -1,0 +1,20 @@
+"""What both packages' tests share: one server on the embedded SmolLM2 per session (loading it
+takes seconds on a CPU, so the end-to-end tests of the server and the harness's proofs on a
+model that ends its turns use the same one)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from conformance.launcher import reference_server
+
+
+@pytest.fixture(scope="session")
+def smollm2_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Our server on the embedded SmolLM2, a model that ends its turns by itself: no key (any
+    key is accepted), pings every 0.5 s."""
+    log = tmp_path_factory.mktemp("smollm2") / "server.log"
+    with reference_server("smollm2-135m-instruct", log=log, args=["--ping-interval", "0.5"]) as url:
+        yield url
