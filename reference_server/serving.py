@@ -5,13 +5,12 @@ of `Message` and stream events.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Collection, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
-import jiter
-
+from reference_server.assembly import Outcome, Piece, events_of, message_of
 from reference_server.catalog import ModelCatalog
 from reference_server.context_management import ClearToolUses, apply_tool_clearing, plan_context_edits
 from reference_server.engine.base import (
@@ -19,52 +18,29 @@ from reference_server.engine.base import (
     EngineRequest,
     FinishReason,
     Generation,
-    Grammar,
     ModelCard,
-    PromptUsage,
     Sampling,
     Turn,
 )
-from reference_server.engine.constraint import check_grammar
 from reference_server.engine.errors import (
     EngineOverloadedError,
-    GrammarError,
     PromptTooLongError,
     TokenizerError,
 )
 from reference_server.errors import InternalServerError, InvalidRequestError, OverloadedError
-from reference_server.ids import new_message_id, new_tool_use_id
 from reference_server.protocol import (
-    CacheCreation,
     ClearThinkingEdit,
     ClearToolUsesEdit,
-    ContentBlock,
     ContextManagementResponse,
     CountContextManagement,
-    InputJSONDelta,
     Message,
     MessageCountTokensParams,
     MessageCreateParams,
-    MessageDelta,
-    MessageDeltaUsage,
     MessageTokensCount,
-    OutputTokensDetails,
     PromptParams,
-    RawContentBlockDeltaEvent,
-    RawContentBlockStartEvent,
-    RawContentBlockStopEvent,
-    RawMessageDeltaEvent,
-    RawMessageStartEvent,
-    RawMessageStopEvent,
     RawMessageStreamEvent,
-    SignatureDelta,
     StopReason,
-    TextBlock,
-    TextDelta,
     ThinkingBlock,
-    ThinkingDelta,
-    ToolUseBlock,
-    Usage,
 )
 from reference_server.stops import StopMatcher
 from reference_server.thinking import (
@@ -80,7 +56,8 @@ from reference_server.thinking import (
 )
 from reference_server.tools.calls import ArgsPiece, CallEnd, CallParser, CallStart, TextPiece
 from reference_server.tools.definitions import ToolDefinition, ToolPolicy, parse_tools, tool_policy
-from reference_server.tools.grammar import json_schema_grammar, response_grammar
+from reference_server.tools.enforceable import check_enforceable
+from reference_server.tools.grammar import response_grammar
 from reference_server.validation import (
     build_turns,
     check_cache_breakpoints,
@@ -90,10 +67,7 @@ from reference_server.validation import (
 __all__ = [
     "ContextWindowExceeded",
     "MessagesService",
-    "Outcome",
     "PreparedMessage",
-    "SchemaFault",
-    "grammar_fault",
 ]
 
 
@@ -123,16 +97,6 @@ class ContextWindowExceeded(InvalidRequestError):
         super().__init__(f"prompt is too long: {prompt_tokens} tokens > {context_window - 1} maximum")
         self.prompt_tokens = prompt_tokens
         self.context_window = context_window
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    stop_reason: StopReason
-    stop_sequence: str | None
-    output_tokens: int
-
-
-Piece = str | ThinkingText | ThinkingEnd | CallStart | ArgsPiece | CallEnd | Outcome  # what `run` yields
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,7 +209,7 @@ class MessagesService:
         output_schema = _output_schema(params)
         grammar = response_grammar(policy, output_schema)
         if grammar is not None:
-            _check_grammar(grammar, tools, policy, output_schema)
+            check_enforceable(grammar, tools, policy, output_schema)
         if prompt.thinking is not None:
             grammar = thinking_grammar(grammar, prompt.thinking.budget)
         sampling = Sampling(
@@ -391,32 +355,8 @@ class MessagesService:
     async def create(self, prepared: PreparedMessage, generation: Generation | None = None) -> Message:
         """The whole message; `generation` is the one `start` admitted (else started here)."""
         generation = generation or await self.start(prepared)
-        builder = _ContentBuilder()
-        thinking: list[str] = []
-        ended: ThinkingEnd | None = None
-        outcome: Outcome | None = None
-        async for piece in self.run(prepared, generation):
-            if isinstance(piece, Outcome):
-                outcome = piece
-            elif isinstance(piece, ThinkingText):
-                thinking.append(piece.text)
-            elif isinstance(piece, ThinkingEnd):
-                ended = piece
-            else:
-                builder.add(piece)
-        assert outcome is not None  # run() always ends with an Outcome or raises
-        content = builder.blocks()
-        if ended is not None and ended.thinking:
-            content.insert(0, self._thinking_block(prepared, ended))
-        return Message(
-            id=new_message_id(),
-            content=content,
-            model=prepared.requested_model,
-            stop_reason=outcome.stop_reason,
-            stop_sequence=outcome.stop_sequence,
-            usage=_usage(generation.usage, outcome.output_tokens, _thinking_tokens(prepared, ended)),
-            context_management=prepared.context_management,
-        )
+        seal = partial(self._thinking_block, prepared)
+        return await message_of(prepared, generation, self.run(prepared, generation), seal)
 
     def _thinking_block(self, prepared: PreparedMessage, ended: ThinkingEnd) -> ThinkingBlock:
         """The finished thinking block: its text (none when `omitted`) and its signature."""
@@ -432,130 +372,9 @@ class MessagesService:
     ) -> AsyncIterator[RawMessageStreamEvent]:
         """The same message as `create`, as typed stream events in the documented order."""
         generation = generation or await self.start(prepared)
-        prompt = generation.usage
-        yield RawMessageStartEvent(
-            message=Message(
-                id=new_message_id(),
-                content=[],
-                model=prepared.requested_model,
-                stop_reason=None,
-                stop_sequence=None,
-                usage=_usage(prompt, 0),
-            )
-        )
-        index = -1  # of the last block started
-        text_open = call_open = thinking_open = False
-        shown = prepared.thinking is not None and prepared.thinking.display != "omitted"
-        ended: ThinkingEnd | None = None
-        outcome: Outcome | None = None
-        async for piece in self.run(prepared, generation):
-            if isinstance(piece, Outcome):
-                outcome = piece
-            elif isinstance(piece, ThinkingText):
-                if not thinking_open:
-                    index += 1
-                    thinking_open = True
-                    yield RawContentBlockStartEvent(
-                        index=index, content_block=ThinkingBlock(thinking="", signature="")
-                    )
-                if shown:
-                    yield RawContentBlockDeltaEvent(index=index, delta=ThinkingDelta(thinking=piece.text))
-            elif isinstance(piece, ThinkingEnd):
-                ended = piece
-                if thinking_open:  # the signature is the block's last delta
-                    signature = self._thinking_block(prepared, piece).signature
-                    yield RawContentBlockDeltaEvent(index=index, delta=SignatureDelta(signature=signature))
-                    yield RawContentBlockStopEvent(index=index)
-                    thinking_open = False
-            elif isinstance(piece, str):
-                if not text_open:  # opened lazily: an empty answer has no (empty) text block
-                    index += 1
-                    text_open = True
-                    yield RawContentBlockStartEvent(index=index, content_block=TextBlock(text=""))
-                yield RawContentBlockDeltaEvent(index=index, delta=TextDelta(text=piece))
-            elif isinstance(piece, CallStart):
-                if text_open:
-                    text_open = False
-                    yield RawContentBlockStopEvent(index=index)
-                index += 1
-                call_open = True
-                block = ToolUseBlock(id=new_tool_use_id(), name=piece.name, input={})
-                yield RawContentBlockStartEvent(index=index, content_block=block)
-            elif isinstance(piece, ArgsPiece):
-                yield RawContentBlockDeltaEvent(index=index, delta=InputJSONDelta(partial_json=piece.json))
-            else:
-                call_open = False
-                yield RawContentBlockStopEvent(index=index)
-        assert outcome is not None
-        if text_open or call_open:
-            yield RawContentBlockStopEvent(index=index)
-        yield RawMessageDeltaEvent(
-            delta=MessageDelta(stop_reason=outcome.stop_reason, stop_sequence=outcome.stop_sequence),
-            usage=MessageDeltaUsage(
-                output_tokens=outcome.output_tokens,
-                input_tokens=prompt.uncached,
-                cache_creation_input_tokens=prompt.cache_write,
-                cache_read_input_tokens=prompt.cache_read,
-                output_tokens_details=_thinking_tokens(prepared, ended),
-            ),
-            context_management=prepared.context_management,
-        )
-        yield RawMessageStopEvent()
-
-
-def _thinking_tokens(prepared: PreparedMessage, ended: ThinkingEnd | None) -> OutputTokensDetails | None:
-    """`output_tokens_details` of a request with thinking on (None with it off)."""
-    if prepared.thinking is None:
-        return None
-    return OutputTokensDetails(thinking_tokens=ended.tokens if ended is not None else 0)
-
-
-def _usage(prompt: PromptUsage, output_tokens: int, details: OutputTokensDetails | None = None) -> Usage:
-    """The API's usage: `input_tokens` excludes what was read from or written to the cache."""
-    return Usage(
-        output_tokens_details=details,
-        input_tokens=prompt.uncached,
-        output_tokens=output_tokens,
-        cache_read_input_tokens=prompt.cache_read,
-        cache_creation_input_tokens=prompt.cache_write,
-        cache_creation=CacheCreation(
-            ephemeral_5m_input_tokens=prompt.cache_write_5m,
-            ephemeral_1h_input_tokens=prompt.cache_write_1h,
-        ),
-    )
-
-
-@dataclass
-class _ContentBuilder:
-    """The content blocks of a non-streamed answer, from `run`'s pieces."""
-
-    text: list[str] = field(default_factory=list)
-    calls: list[tuple[str, list[str]]] = field(default_factory=list)
-
-    def add(self, piece: str | CallStart | ArgsPiece | CallEnd) -> None:
-        if isinstance(piece, str):
-            self.text.append(piece)
-        elif isinstance(piece, CallStart):
-            self.calls.append((piece.name, []))
-        elif isinstance(piece, ArgsPiece):
-            self.calls[-1][1].append(piece.json)
-
-    def blocks(self) -> list[ContentBlock]:
-        text = "".join(self.text)
-        blocks: list[ContentBlock] = [TextBlock(text=text)] if text else []  # never an empty text block
-        for name, parts in self.calls:
-            blocks.append(ToolUseBlock(id=new_tool_use_id(), name=name, input=_arguments("".join(parts))))
-        return blocks
-
-
-def _arguments(text: str) -> dict[str, Any]:
-    """A call's input: its JSON, or as much of it as was written when max_tokens cut it (read
-    the way the SDK reads partial JSON, so streamed and plain answers agree)."""
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = jiter.from_json(text.encode(), partial_mode="trailing-strings") if text else {}
-    return value if isinstance(value, dict) else {}
+        seal = partial(self._thinking_block, prepared)
+        async for event in events_of(prepared, generation, self.run(prepared, generation), seal):
+            yield event
 
 
 def _tools_of(params: PromptParams) -> tuple[tuple[ToolDefinition, ...], ToolPolicy]:
@@ -566,53 +385,3 @@ def _tools_of(params: PromptParams) -> tuple[tuple[ToolDefinition, ...], ToolPol
 def _output_schema(params: PromptParams) -> Mapping[str, Any] | None:
     config = params.output_config
     return config.format.schema_ if config is not None and config.format is not None else None
-
-
-@dataclass(frozen=True, slots=True)
-class SchemaFault:
-    """A schema llguidance cannot enforce: a tool's input schema, or (tool None) the output schema."""
-
-    tool: ToolDefinition | None
-    problem: str
-
-
-def grammar_fault(
-    grammar: Grammar, policy: ToolPolicy, output_schema: Mapping[str, Any] | None
-) -> SchemaFault | None:
-    """None when llguidance builds `grammar`, else the schema at fault. A fault in a grammar
-    built from schemas that each compile is the server's: a 500."""
-    try:
-        check_grammar(grammar)
-        return None
-    except GrammarError as exc:
-        problem = str(exc)
-    for tool in policy.tools if policy.may_call else ():
-        try:
-            check_grammar(json_schema_grammar(tool.input_schema))
-        except GrammarError as exc:
-            return SchemaFault(tool, str(exc))
-    if output_schema is not None:
-        return SchemaFault(None, problem)
-    raise InternalServerError(f"the server built an invalid grammar: {problem}")
-
-
-def _check_grammar(
-    grammar: Grammar,
-    tools: tuple[ToolDefinition, ...],
-    policy: ToolPolicy,
-    output_schema: Mapping[str, Any] | None,
-) -> None:
-    """A grammar llguidance cannot build is a 400 naming the schema at fault, never an
-    unconstrained call."""
-    fault = grammar_fault(grammar, policy, output_schema)
-    if fault is None:
-        return
-    if fault.tool is not None:
-        raise InvalidRequestError(
-            f"tools.{tools.index(fault.tool)}.custom.input_schema: this server cannot enforce this schema "
-            f"with constrained decoding ({fault.problem})"
-        )
-    raise InvalidRequestError(
-        f"output_config.format.schema: this server cannot enforce this schema with constrained "
-        f"decoding ({fault.problem})"
-    )

@@ -11,18 +11,14 @@ from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from reference_server.assembly import Outcome
 from reference_server.engine.base import EngineRequest, Generation, Grammar, ModelCard, Sampling
 from reference_server.errors import NotFoundError
 from reference_server.protocol import StopReason
-from reference_server.serving import (
-    ContextWindowExceeded,
-    MessagesService,
-    Outcome,
-    PreparedMessage,
-    grammar_fault,
-)
+from reference_server.serving import ContextWindowExceeded, MessagesService, PreparedMessage
 from reference_server.tools.calls import ArgsPiece, CallStart
 from reference_server.tools.definitions import ToolDefinition, ToolPolicy
+from reference_server.tools.enforceable import grammar_fault
 from reference_server.tools.grammar import response_grammar
 
 from .chunks import ChatCompletionChunk, ChoiceDelta, ChunkChoice, FunctionDelta, ToolCallDelta
