@@ -33,6 +33,9 @@ AREAS = (
     "TOOL",
     "STRUCT",
     "THINK",
+    "DOC",  # documents and citations
+    "IMG",  # images
+    "CTX",  # context management edits
     "TOKENS",
     "MODELS",
     "BATCH",

@@ -8,7 +8,8 @@ without a profile, so "not said" cannot mean "absent" for the features every pee
 1. the profile's `[features]` table: `true` or `false` decides;
 2. else `GET /v1/models/{model}`: `capabilities.<name>.supported` (a boolean; anything else is
    no answer, and MODELS-003 judges the ModelInfo) decides for the features it covers
-   (structured outputs, thinking, images, documents, batches). Tools have no capability field;
+   (structured outputs, thinking, images, documents, batches, citations, context management
+   and each of its edits). Tools have no capability field;
 3. else, for tools and structured outputs, one tiny request that uses the feature: a 400 means
    the target refuses it (absent, as the real API refuses what a model lacks); any other answer,
    a 200 or a crash, means it is served, so the properties judge it (a target that silently
@@ -48,6 +49,12 @@ CAPABILITY_PATHS: dict[str, str] = {
     "images": "capabilities.image_input.supported",
     "documents": "capabilities.pdf_input.supported",
     "batches": "capabilities.batch.supported",
+    "citations": "capabilities.citations.supported",
+    "context_management": "capabilities.context_management.supported",
+    # Each context management edit has its own flag: a target may serve one and refuse another.
+    "clear_thinking": "capabilities.context_management.clear_thinking_20251015.supported",
+    "clear_tool_uses": "capabilities.context_management.clear_tool_uses_20250919.supported",
+    "compaction": "capabilities.context_management.compact_20260112.supported",
 }
 
 _PROBE_SCHEMA = {

@@ -7,6 +7,8 @@ deterministic = true               # temperature 0 gives identical answers (stre
 generated_budget_seconds = 60      # wall-clock budget of each generated-input property
 baseline = "baselines/my-server.toml"  # expected failures, relative to this file
 max_silence_seconds = 15           # longest gap a stream may leave without an event
+batch_wait_seconds = 300           # longest wait for a Message Batch to end (BATCH-*); a batch
+                                   # still processing then fails the property that waits
 [features]                         # optional features: true served, false absent; a feature
                                    # not listed is read from /v1/models capabilities, or probed
 tools = false
@@ -15,6 +17,11 @@ images = false
 documents = false
 batches = false
 structured_outputs = false
+citations = false                  # citations on documents (capabilities.citations)
+context_management = false         # context_management.edits (beta), and each edit:
+clear_thinking = false             #   clear_thinking_20251015
+clear_tool_uses = false            #   clear_tool_uses_20250919
+compaction = false                 #   compact_20260112
 [aliases]                          # model names the target also answers to
 "claude-sonnet-4-5" = "my-model"
 ```
@@ -29,7 +36,19 @@ from typing import Any
 
 __all__ = ["FEATURES", "Profile", "load_profile"]
 
-FEATURES = ("tools", "thinking", "images", "documents", "batches", "structured_outputs")
+FEATURES = (
+    "tools",
+    "thinking",
+    "images",
+    "documents",
+    "batches",
+    "structured_outputs",
+    "citations",
+    "context_management",
+    "clear_thinking",
+    "clear_tool_uses",
+    "compaction",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +58,7 @@ class Profile:
     baseline: Path | None = None
     max_silence_seconds: float = 15.0
     generated_budget_seconds: float = 60.0
+    batch_wait_seconds: float = 300.0  # sized for a slow CPU server
     features: frozenset[str] = frozenset()  # declared served (`true`)
     absent: frozenset[str] = frozenset()  # declared absent (`false`)
     aliases: dict[str, str] = field(default_factory=dict)
@@ -66,6 +86,7 @@ def load_profile(path: Path) -> Profile:
         "baseline",
         "max_silence_seconds",
         "generated_budget_seconds",
+        "batch_wait_seconds",
         "features",
         "aliases",
     }
@@ -83,6 +104,7 @@ def load_profile(path: Path) -> Profile:
         baseline=(path.parent / baseline).resolve() if baseline else None,
         max_silence_seconds=float(data.get("max_silence_seconds", 15.0)),
         generated_budget_seconds=float(data.get("generated_budget_seconds", 60.0)),
+        batch_wait_seconds=float(data.get("batch_wait_seconds", 300.0)),
         features=frozenset(name for name, on in features.items() if on),
         absent=frozenset(name for name, on in features.items() if not on),
         aliases={str(k): str(v) for k, v in data.get("aliases", {}).items()},

@@ -391,6 +391,8 @@ def _empty_stop_sequence(_: Request, data: JSONDict) -> None:
 
 def fault_catalogue(api_key: str) -> dict[str, Fault]:
     """Property id → the fault that must make it fail."""
+    from .batch_faults import batch_fault_catalogue
+    from .content_faults import content_fault_catalogue
     from .thinking_faults import thinking_fault_catalogue  # they build on this module's helpers
     from .tool_faults import tool_fault_catalogue
 
@@ -641,6 +643,10 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
         **tool_fault_catalogue(),
         # ---- extended thinking
         **thinking_fault_catalogue(),
+        # ---- message batches
+        **batch_fault_catalogue(),
+        # ---- documents, images, citations and context management
+        **content_fault_catalogue(),
         # ---- the TypeScript SDK
         "SDK-001": Fault(
             "finish sent before the text (LiteLLM PR #14477): TS finalMessage text empty",

@@ -1,0 +1,419 @@
+"""DOC-*: documents (text, custom content and base64 PDF sources) and their citations.
+
+Where the target serves documents (the profile, or `capabilities.pdf_input`): documents are
+accepted, count in count_tokens and usage, the 100-page limit holds, and a file that is not a
+PDF is a 400 (never a 500). `citations: {enabled: true}` is never silently ignored: a target that
+says it lacks citations refuses it, one that claims them accepts it; and where citations are
+served (`capabilities.citations`), every citation points at what it quotes: `char_location`
+for text, `content_block_location` for custom content, `page_location` for PDFs, with
+`cited_text` taken verbatim from the source. The PDFs are written by conformance/content.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from conformance.catalogue import Level, prop
+from conformance.checks import (
+    Cases,
+    ConformanceFailure,
+    expect,
+    expect_equal,
+    expect_error,
+    json_object,
+    read,
+    read_optional,
+)
+from conformance.content import (
+    ask,
+    b64,
+    count_input_tokens,
+    expect_accepted,
+    expect_refused,
+    pdf,
+    pdf_block,
+    squeeze,
+    text_block,
+)
+from conformance.drivers import create_json, expect_stream, stream_raw, total_input_tokens
+from conformance.features import Features
+from conformance.target import Target
+
+PDF_SUPPORT = "build-with-claude/pdf-support"
+CITATIONS = "build-with-claude/citations"
+COUNTING = "build-with-claude/token-counting"
+MESSAGE = "the Message"
+
+LIGHTHOUSE = (
+    "The lighthouse on the northern cape is painted green. "
+    "Its keeper is a woman called Ada. "
+    "The lamp turns once every nine seconds."
+)
+HARBOUR = (
+    "The harbour has twelve moorings. ",
+    "Fishing boats moor on the east quay. ",
+    "Ferries leave at noon.",
+)
+PAGES = (
+    "The island has one road and no cars.",
+    "The lighthouse on the island is painted green.",
+    "The island school has eleven pupils.",
+)
+QUESTION = "What colour is the lighthouse? Quote the sentence of the document that says so."
+CITED = {"enabled": True}
+CITING_MAX_TOKENS = 160  # room for a quoted sentence, and its citation, on any model
+
+
+def text_document(data: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "type": "document",
+        "source": {"type": "text", "media_type": "text/plain", "data": data},
+        **fields,
+    }
+
+
+def content_document(parts: tuple[str, ...], **fields: Any) -> dict[str, Any]:
+    source = {"type": "content", "content": [text_block(part) for part in parts]}
+    return {"type": "document", "source": source, **fields}
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """A document as sent: its kind (the citation type it calls for), title and parts (the
+    text; the content blocks; the pages)."""
+
+    citation: str
+    title: str
+    parts: tuple[str, ...]
+
+
+TEXT_SOURCE = Source("char_location", "The cape", (LIGHTHOUSE,))
+CONTENT_SOURCE = Source("content_block_location", "The harbour", HARBOUR)
+PDF_SOURCE = Source("page_location", "The island", PAGES)
+
+
+def citations_of(message: Any) -> list[Any]:
+    """Every citation of the Message's text blocks."""
+    found: list[Any] = []
+    for n, block in enumerate(read(message, "content", list, where=MESSAGE)):
+        if isinstance(block, dict) and block.get("type") == "text":
+            found += read_optional(block, "citations", list, where=f"text block {n}", default=[])
+    return found
+
+
+def streamed_citations(target: Target, body: dict[str, Any]) -> list[Any]:
+    """The citation of every citations_delta of the streamed answer to `body`."""
+    run = expect_stream(stream_raw(target, body))
+    return [
+        read(event, "delta.citation", dict, where="a citations_delta event")
+        for event in run.of_type("content_block_delta")
+        if isinstance(event.get("delta"), dict) and event["delta"].get("type") == "citations_delta"
+    ]
+
+
+def judge_citation(citation: Any, sources: list[Source], where: str) -> None:
+    """One citation points into the document it names, at text it quotes verbatim."""
+    kind = read(citation, "type", str, where=where)
+    index = read(citation, "document_index", int, where=where)
+    expect(0 <= index < len(sources), f"{where}: document_index in 0..{len(sources) - 1}", index)
+    source = sources[index]
+    expect_equal(
+        kind, source.citation, f"{where}: the citation type for that document", reason="citation-type"
+    )
+    title = read_optional(citation, "document_title", str, where=where)
+    expect(title in (None, source.title), f"{where}: document_title {source.title!r}", title, reason="title")
+    cited_text = read(citation, "cited_text", str, where=where)
+    cited = squeeze(cited_text)
+    expect(bool(cited), f"{where}: a non-empty cited_text", repr(cited_text), reason="cited-text")
+    if kind == "char_location":
+        start = read(citation, "start_char_index", int, where=where)
+        end = read(citation, "end_char_index", int, where=where)
+        text = source.parts[0]
+        expect(0 <= start < end <= len(text), f"{where}: 0 <= start < end <= {len(text)}", (start, end))
+        quoted = text[start:end]
+    elif kind == "content_block_location":
+        start = read(citation, "start_block_index", int, where=where)
+        end = read(citation, "end_block_index", int, where=where)
+        count = len(source.parts)
+        expect(0 <= start < end <= count, f"{where}: 0 <= start < end <= {count} blocks", (start, end))
+        quoted = "".join(source.parts[start:end])
+    else:
+        start = read(citation, "start_page_number", int, where=where)
+        end = read(citation, "end_page_number", int, where=where)
+        pages = len(source.parts)
+        expect(1 <= start < end <= pages + 1, f"{where}: 1 <= start < end <= {pages + 1}", (start, end))
+        quoted = "".join(source.parts[start - 1 : end - 1])
+        expect(
+            cited in squeeze(quoted),
+            f"{where}: cited_text found (whitespace aside) in pages {start}..{end - 1}: {quoted!r}",
+            cited_text,
+            reason="cited-text",
+        )
+        return
+    expect(
+        cited == squeeze(quoted),
+        f"{where}: cited_text (whitespace aside) the text it points at: {quoted!r}",
+        cited_text,
+        reason="cited-text",
+    )
+
+
+def judge_all(citations: list[Any], sources: list[Source], what: str, cases: Cases) -> None:
+    for n, citation in enumerate(citations):
+        with cases.case(f"{what}, citation {n}"):
+            judge_citation(citation, sources, f"{what}: citation {n}")
+
+
+@prop(
+    "DOC-001",
+    Level.MUST,
+    "Text, content and PDF documents are accepted",
+    url=f"{PDF_SUPPORT}#process-pdfs-with-claude",
+    requirement="A document block with a plain-text source, a custom content source (text "
+    "blocks) or a base64 PDF source, with a title and context, is accepted: a 200 and a Message.",
+    requires=("documents",),
+    covers=("endpoint:POST /v1/messages", "request:messages[].content", "block:document", "block:text"),
+)
+def test_doc_001_accepted(target: Target) -> None:
+    cases = Cases()
+    documents = {
+        "text source": text_document(LIGHTHOUSE, title="The cape", context="A guide book."),
+        "content source": content_document(HARBOUR, title="The harbour"),
+        "base64 PDF source": pdf_block(PAGES, title="The island", context="A school project."),
+    }
+    for name, document in documents.items():
+        with cases.case(name):
+            expect_accepted(target, ask(target, document, question=QUESTION), f"a document with a {name}")
+    cases.check()
+
+
+@prop(
+    "DOC-002",
+    Level.MUST,
+    "Documents count in count_tokens and usage",
+    url=f"{COUNTING}#count-tokens-in-messages-with-pdfs",
+    requirement="count_tokens counts documents like the rest of the prompt: a document adds "
+    "input tokens, a longer text or a PDF with more pages adds more, and the create request's "
+    "usage counts the document too.",
+    invariant=52,
+    requires=("documents",),
+    covers=(
+        "endpoint:POST /v1/messages/count_tokens",
+        "endpoint:POST /v1/messages",
+        "count_request:messages",
+        "count_response:input_tokens",
+        "response:usage.input_tokens",
+        "block:document",
+    ),
+)
+def test_doc_002_counted(target: Target) -> None:
+    cases = Cases()
+    bare = ask(target, question=QUESTION)
+    (plain, _) = count_input_tokens(target, bare)
+    ladders = {
+        "text documents": [text_document(LIGHTHOUSE), text_document(" ".join([LIGHTHOUSE] * 4))],
+        "PDF documents": [pdf_block(PAGES[:1]), pdf_block(PAGES * 2)],
+    }
+    for name, (small, large) in ladders.items():
+        with cases.case(f"count_tokens, {name}"):
+            counts = [plain] + [
+                count_input_tokens(target, ask(target, d, question=QUESTION))[0] for d in (small, large)
+            ]
+            expect(
+                counts[0] < counts[1] < counts[2],
+                "input_tokens: no document < a short one < a longer one",
+                f"input_tokens {counts[0]}, {counts[1]}, {counts[2]}",
+                reason="document-not-counted",
+            )
+    with cases.case("usage"):
+        used = [
+            total_input_tokens(read(create_json(target, body), "usage", dict, where=MESSAGE), where="usage")
+            for body in (
+                ask(target, question=QUESTION, max_tokens=1),
+                ask(target, ladders["text documents"][1], question=QUESTION, max_tokens=1),
+            )
+        ]
+        expect(
+            used[0] < used[1],
+            "usage: more input tokens with the document",
+            used,
+            reason="document-not-counted",
+        )
+    cases.check()
+
+
+@prop(
+    "DOC-003",
+    Level.MUST,
+    "More than 100 PDF pages in a request is a 400",
+    url=f"{PDF_SUPPORT}#pdf-support-limitations",
+    requirement="A request may hold at most 100 PDF pages: one PDF of 101 pages, or two PDFs of 101 "
+    "pages together, is a 400 invalid_request_error.",
+    requires=("documents",),
+    covers=("endpoint:POST /v1/messages", "block:document", "error:invalid_request_error"),
+)
+def test_doc_003_page_limit(target: Target) -> None:
+    cases = Cases()
+    page = [f"Page {n} of the long report." for n in range(1, 102)]
+    for name, documents in (
+        ("one PDF of 101 pages", [pdf_block(page)]),
+        ("two PDFs of 51 and 50 pages", [pdf_block(page[:51]), pdf_block(page[51:])]),
+    ):
+        with cases.case(name):
+            expect_refused(target, ask(target, *documents, question="Summarise.", max_tokens=1), name)
+    cases.check()
+
+
+@prop(
+    "DOC-004",
+    Level.MUST,
+    "A document that is not a valid PDF is a 400",
+    url=f"{PDF_SUPPORT}#pdf-support-limitations",
+    requirement="A base64 document source must be a standard PDF with media type application/pdf: "
+    "data that is not a PDF, data that is not base64, or another media type is a 400 "
+    "invalid_request_error (never a 500).",
+    invariant=19,
+    requires=("documents",),
+    covers=("endpoint:POST /v1/messages", "block:document", "error:invalid_request_error"),
+)
+def test_doc_004_broken_pdf(target: Target) -> None:
+    cases = Cases()
+    good = b64(pdf(PAGES))
+    for name, media_type, data in (
+        ("data that is not a PDF", "application/pdf", b64(b"Plain words, not a PDF at all.")),
+        ("data that is not base64", "application/pdf", "%%% not base64 %%%"),
+        ("media type application/msword", "application/msword", good),
+    ):
+        document = {"type": "document", "source": {"type": "base64", "media_type": media_type, "data": data}}
+        with cases.case(name):
+            expect_refused(target, ask(target, document, question="Summarise.", max_tokens=1), name)
+    cases.check()
+
+
+@prop(
+    "DOC-005",
+    Level.MUST,
+    "citations enabled is honoured or refused, never ignored",
+    url=f"{CITATIONS}#how-citations-work",
+    requirement="A document with citations {enabled: true} is accepted where the model serves "
+    "citations, and a 400 invalid_request_error where its capabilities say it does not: never a "
+    "200 that silently drops the request for citations.",
+    requires=("documents",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "endpoint:GET /v1/models/{model_id}",
+        "model:capabilities.citations.supported",
+        "block:document",
+    ),
+)
+def test_doc_005_citations_never_ignored(target: Target, model_info: dict[str, Any] | None) -> None:
+    """The model's word (profile, else capabilities) decides what is expected; a target that says
+    nothing passes with a 400 or with citations in the answer. (`model_info` is the session's
+    ModelInfo, which the detection reads as well: taking it records that this property reads it.)"""
+    support = Features(target).support("citations")
+    body = ask(target, text_document(LIGHTHOUSE, title="The cape", citations=CITED), question=QUESTION)
+    body["max_tokens"] = CITING_MAX_TOKENS
+    if support.supported:
+        expect_accepted(target, body, f"citations enabled on a target that serves them ({support.reason})")
+        return
+    if support.source != "undeclared":
+        expect_refused(target, body, f"citations enabled on a target that lacks them ({support.reason})")
+        return
+    response = target.request("POST", "/v1/messages", json_body=body)
+    if response.status_code != 200:
+        expect_error(response, 400, "invalid_request_error")
+    elif not citations_of(json_object(response, MESSAGE)):
+        pytest.skip("no citation came, and the target does not say whether it serves citations")
+
+
+@prop(
+    "DOC-006",
+    Level.MUST,
+    "Citations of text and content documents quote them verbatim",
+    url=f"{CITATIONS}#citable-vs-non-citable-content",
+    requirement="Each citation names the cited document (document_index, document_title) and "
+    "points at the text it quotes: char_location (0-based character range) for plain text, "
+    "content_block_location (0-based block range) for custom content, cited_text verbatim from "
+    "there; streamed, each arrives in a citations_delta.",
+    invariant=59,
+    requires=("documents", "citations"),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stream",
+        "block:document",
+        "block:text",
+        "delta:citations_delta",
+    ),
+)
+def test_doc_006_text_citations(target: Target) -> None:
+    """Judges the citations that come; whether any come is DOC-008's rule."""
+    sources = [TEXT_SOURCE, CONTENT_SOURCE]
+    body = ask(
+        target,
+        text_document(LIGHTHOUSE, title=TEXT_SOURCE.title, citations=CITED),
+        content_document(HARBOUR, title=CONTENT_SOURCE.title, citations=CITED),
+        question="What colour is the lighthouse, and where do fishing boats moor? Quote both documents.",
+        max_tokens=CITING_MAX_TOKENS,
+    )
+    plain = citations_of(create_json(target, body))
+    streamed = streamed_citations(target, body)
+    if not plain and not streamed:
+        pytest.skip("no citation came, streamed or not (DOC-008 judges whether they should)")
+    cases = Cases()
+    judge_all(plain, sources, "the Message", cases)
+    judge_all(streamed, sources, "the stream", cases)
+    cases.check()
+
+
+@prop(
+    "DOC-007",
+    Level.MUST,
+    "Citations of PDFs name the pages they quote",
+    url=f"{CITATIONS}#citable-vs-non-citable-content",
+    requirement="A citation of a PDF is a page_location: 1-based start_page_number, exclusive "
+    "end_page_number within the document, and cited_text found verbatim on those pages.",
+    requires=("documents", "citations"),
+    covers=("endpoint:POST /v1/messages", "block:document", "block:text"),
+)
+def test_doc_007_pdf_citations(target: Target) -> None:
+    body = ask(
+        target,
+        pdf_block(PAGES, title=PDF_SOURCE.title, citations=CITED),
+        question=QUESTION,
+        max_tokens=CITING_MAX_TOKENS,
+    )
+    citations = citations_of(create_json(target, body))
+    if not citations:
+        pytest.skip("no citation came (DOC-008 judges whether they should)")
+    cases = Cases()
+    judge_all(citations, [PDF_SOURCE], "the Message", cases)
+    cases.check()
+
+
+@prop(
+    "DOC-008",
+    Level.SHOULD,
+    "An answer quoting a cited document carries citations",
+    url=f"{CITATIONS}#how-citations-work",
+    requirement="With citations enabled, an answer that quotes the document, as asked, carries "
+    "citations on its text blocks rather than plain text with none.",
+    requires=("documents", "citations"),
+    covers=("endpoint:POST /v1/messages", "block:document", "block:text"),
+)
+def test_doc_008_citations_returned(target: Target) -> None:
+    body = ask(
+        target,
+        text_document(LIGHTHOUSE, title=TEXT_SOURCE.title, citations=CITED),
+        question=QUESTION,
+        max_tokens=CITING_MAX_TOKENS,
+    )
+    message = create_json(target, body)
+    if not citations_of(message):
+        raise ConformanceFailure(
+            "at least one citation on the answer's text blocks",
+            f"no citation: {read(message, 'content', list, where=MESSAGE)}",
+            reason="no-citations",
+        )

@@ -1,0 +1,235 @@
+"""The DOC-*, IMG-* and CTX-* properties on a scripted target that serves documents, images,
+citations and context management correctly (scripted_content.py): each PASSes there and FAILs
+(MUST) or WARNs (SHOULD) on its own fault and on the extra faults of content_faults.py, and none
+ERRORs; a target whose capabilities say a feature is absent gets UNSUPPORTED with the reason,
+while one that claims it and breaks it FAILs. The files conformance/content.py writes by hand
+are opened here with Pillow and pypdf, so they are what they claim to be.
+
+test_fault_proofs.py proves the same on the reference server for what it serves (documents and
+context management; it refuses images and citations).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+from pypdf import PdfReader
+
+from conformance import content
+from conformance.catalogue import REGISTRY, Level
+from conformance.properties import load_all
+
+from . import scripted_content, scripted_target
+from .content_faults import EXTRA_CONTENT_FAULTS
+from .fault_proxy import Fault, FaultProxy, Request, Response, running_proxy
+from .faults import error, fault_catalogue
+from .suite import API_KEY, run_suite, verdicts
+
+AREAS = ("DOC", "IMG", "CTX")
+SELECTION = ["-k", "test_doc_ or test_img_ or test_ctx_"]
+
+
+def judged() -> set[str]:
+    load_all()
+    return {pid for pid, prop in REGISTRY.items() if prop.area in AREAS}
+
+
+@pytest.fixture(scope="module")
+def content_url() -> Iterator[str]:
+    with running_proxy(scripted_content.app) as url:
+        yield url
+
+
+def run(url: str, tmp_path: Path, profile: Path, selection: list[str] = SELECTION) -> tuple[int, dict, str]:
+    return run_suite(url, tmp_path, profile=profile, model=scripted_target.MODEL, extra=selection)
+
+
+# --- the hand-written files -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("write", "fmt"),
+    [
+        (content.png, "PNG"),
+        (content.jpeg, "JPEG"),
+        (content.gif, "GIF"),
+        (content.webp, "WEBP"),
+        (content.bmp, "BMP"),
+    ],
+)
+@pytest.mark.parametrize(("width", "height"), [(1, 1), (13, 7), (400, 40)])
+def test_images_are_what_they_claim(write, fmt, width, height):
+    data = write(width, height)
+    with Image.open(io.BytesIO(data)) as image:
+        assert (image.format, image.size) == (fmt, (width, height))
+        image.load()  # decodes every pixel
+        assert image.convert("RGB").getpixel((width - 1, height - 1)) == (128, 128, 128)
+    with Image.open(io.BytesIO(data)) as image:
+        image.verify()
+
+
+def test_padding_makes_a_large_png_of_the_same_pixels():
+    data = content.png(1, 1, padding=6 * 1024 * 1024)
+    assert len(data) > 6 * 1024 * 1024
+    with Image.open(io.BytesIO(data)) as image:
+        image.load()
+        assert image.size == (1, 1)
+
+
+def test_pdf_pages_hold_their_text():
+    pages = ["First (page) with \\ escapes.", "Second page.", *[f"Page {n}" for n in range(3, 102)]]
+    reader = PdfReader(io.BytesIO(content.pdf(pages)))
+    assert len(reader.pages) == 101
+    assert [page.extract_text() for page in reader.pages] == pages
+    with pytest.raises(ValueError, match="at least one page"):
+        content.pdf([])
+
+
+def test_squeeze_ignores_whitespace_only():
+    assert content.squeeze(" a b\n c\t") == content.squeeze("abc") == "abc"
+    assert content.squeeze("a.b") != content.squeeze("ab")
+
+
+# --- the properties on the scripted content target ----------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_correct_target_passes(content_url, profile, tmp_path):
+    code, index, output = run(content_url, tmp_path, profile)
+    got = verdicts(index)
+    assert set(got) == judged(), output[-3000:]
+    assert set(got.values()) == {"PASS"}, output[-6000:]
+    detected = index["feature_support"]
+    for feature in (
+        "documents",
+        "images",
+        "citations",
+        "context_management",
+        "clear_thinking",
+        "clear_tool_uses",
+    ):
+        assert detected[feature]["supported"] is True, feature
+        assert detected[feature]["source"] == "capabilities", feature
+    assert code == 0
+
+
+@pytest.mark.slow
+def test_each_property_fails_on_its_fault(content_url, profile, tmp_path):
+    proxy = FaultProxy(content_url, fault_catalogue(API_KEY))
+    with running_proxy(proxy) as url:
+        code, index, output = run(url, tmp_path, profile)
+    expected = {pid: "FAIL" if REGISTRY[pid].level is Level.MUST else "WARN" for pid in judged()}
+    got = verdicts(index)
+    wrong = {pid: got.get(pid) for pid in expected if got.get(pid) != expected[pid]}
+    details = [p for p in index["properties"] if p["id"] in wrong]
+    assert not wrong, f"{wrong}\n{json.dumps(details, indent=1)[:6000]}\n{output[-3000:]}"
+    assert set(proxy.applied) == set(expected), "every fault was exercised"
+    assert code == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(EXTRA_CONTENT_FAULTS))
+def test_extra_faults_fail_their_property(content_url, profile, tmp_path, name):
+    pid, fault = EXTRA_CONTENT_FAULTS[name]
+    with running_proxy(FaultProxy(content_url, {pid: fault})) as url:
+        code, index, output = run(url, tmp_path, profile, ["-k", REGISTRY[pid].selector])
+    assert verdicts(index) == {pid: "FAIL"}, output[-3000:]
+    assert code == 1
+
+
+# --- what the capabilities say decides -----------------------------------------------------------
+
+
+def _capabilities(change: dict[str, Any]) -> Any:
+    """A response rewrite: the ModelInfo's capabilities updated with `change`."""
+
+    def apply(request: Request, response: Response) -> Response:
+        data = response.json
+        if response.status == 200 and isinstance(data, dict) and data.get("type") == "model":
+            data["capabilities"].update(change)
+            return response.with_json(data)
+        return response
+
+    return apply
+
+
+def _refuse(*kinds: str) -> Any:
+    """A request rewrite: a 400 for any request holding a block of one of `kinds`."""
+
+    def apply(request: Request) -> Request | Response:
+        if any(f'"type": "{kind}"' in request.body.decode() for kind in kinds):
+            return error(400, "invalid_request_error", f"{', '.join(kinds)}: not supported")
+        return request
+
+    return apply
+
+
+def _refuse_citations(request: Request) -> Request | Response:
+    if '"citations": {"enabled": true}' in request.body.decode():
+        return error(400, "invalid_request_error", "citations: not supported")
+    return request
+
+
+NONE = {"supported": False}
+ABSENT = {
+    "pdf_input": NONE,
+    "image_input": NONE,
+    "citations": NONE,
+    "context_management": {**NONE, "clear_thinking_20251015": NONE, "clear_tool_uses_20250919": NONE},
+}
+
+
+@pytest.mark.slow
+def test_unsupported_when_the_model_says_so(content_url, profile, tmp_path):
+    """Capabilities saying none of the features is served: every property UNSUPPORTED, with the
+    capability that said so."""
+    fault = Fault("nothing served", response=_capabilities(ABSENT))
+    with running_proxy(FaultProxy(content_url, everywhere=fault)) as url:
+        code, index, output = run(url, tmp_path, profile)
+    assert set(verdicts(index).values()) == {"UNSUPPORTED"}, output[-3000:]
+    messages = {p["id"]: p["message"] for p in index["properties"]}
+    said = "(capabilities: /v1/models/scripted: capabilities.{} is false)"
+    assert messages["DOC-001"] == "documents not served " + said.format("pdf_input.supported")
+    assert messages["IMG-001"] == "images not served " + said.format("image_input.supported")
+    assert messages["DOC-008"] == "; ".join(
+        [
+            "documents not served " + said.format("pdf_input.supported"),
+            "citations not served " + said.format("citations.supported"),
+        ]
+    )
+    assert messages["CTX-003"].startswith(
+        "context_management not served " + said.format("context_management.supported")
+    )
+    assert code == 0
+
+
+@pytest.mark.slow
+def test_features_claimed_and_refused_fail(content_url, profile, tmp_path):
+    """Capabilities saying documents and images are served, every one refused: FAIL."""
+    fault = Fault("documents and images refused", request=_refuse("document", "image"))
+    with running_proxy(FaultProxy(content_url, everywhere=fault)) as url:
+        code, index, output = run(url, tmp_path, profile, ["-k", "doc_001 or img_001 or img_007"])
+    assert verdicts(index) == {"DOC-001": "FAIL", "IMG-001": "FAIL", "IMG-007": "FAIL"}, output[-3000:]
+    assert code == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("refused", "verdict"), [(True, "PASS"), (False, "FAIL")])
+def test_citations_said_absent_must_be_refused(content_url, profile, tmp_path, refused, verdict):
+    """The reference server's case: documents served, citations not. Refusing citations is what
+    DOC-005 asks (the citation properties are then UNSUPPORTED); taking them silently FAILs."""
+    fault = Fault(
+        "citations said absent",
+        response=_capabilities({"citations": NONE}),
+        request=_refuse_citations if refused else None,
+    )
+    with running_proxy(FaultProxy(content_url, everywhere=fault)) as url:
+        code, index, output = run(url, tmp_path, profile, ["-k", "doc_005 or doc_006"])
+    assert verdicts(index) == {"DOC-005": verdict, "DOC-006": "UNSUPPORTED"}, output[-3000:]
+    assert code == (0 if refused else 1)
