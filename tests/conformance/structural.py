@@ -28,6 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from conformance.catalogue import REGISTRY
+from conformance.cli import REFERENCE_PROFILE
+from conformance.profile import load_profile
+from conformance.properties import load_all
 from conformance.schemas import load_openapi, schemas_dir
 
 from .fault_proxy import Fault, FaultProxy, Frame, Request, Response, running_proxy
@@ -449,9 +453,15 @@ def structural_faults() -> list[StructuralFault]:
 
 
 def catalogue_faults(api_key: str) -> list[StructuralFault]:
-    """Each fault of faults.py, applied to every exchange; its owner is its own property."""
+    """Each fault of faults.py, applied to every exchange; its owner is its own property. Not
+    those of properties whose feature the reference server does not serve (its profile says
+    `false`): they are UNSUPPORTED there, and proven on the scripted targets instead."""
+    load_all()
+    absent = load_profile(REFERENCE_PROFILE).absent
     return [
-        StructuralFault(f"catalogue:{pid}", (pid,), fault) for pid, fault in fault_catalogue(api_key).items()
+        StructuralFault(f"catalogue:{pid}", (pid,), fault)
+        for pid, fault in fault_catalogue(api_key).items()
+        if not absent & set(REGISTRY[pid].requires)
     ]
 
 
