@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -63,7 +64,16 @@ def reference_server(
     api_key: str | None = None,
     timeout: float = 600.0,
 ) -> Iterator[str]:
-    """Run `python -m reference_server --model MODEL` on a free loopback port; yields its URL."""
+    """Run `python -m reference_server --model MODEL` on a free loopback port; yields its URL.
+
+    Unless `args` name one, the server's data directory (signing key, message batches) is a
+    temporary one, removed when it stops: a judged server starts from nothing a run left."""
+    if "--data-dir" not in args:
+        with tempfile.TemporaryDirectory(prefix="plumbline-server-") as data:
+            own = [*args, "--data-dir", data]
+            with reference_server(model, log=log, args=own, api_key=api_key, timeout=timeout) as url:
+                yield url
+        return
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     command = [

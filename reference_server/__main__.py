@@ -94,12 +94,19 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         type=Path,
         default=None,
         metavar="DIR",
-        help="state kept across restarts: the thinking signing key (default: $PLUMBLINE_DATA_DIR,"
-        " else the user's data directory)",
+        help="state kept across restarts: the thinking signing key and message batches (default:"
+        " $PLUMBLINE_DATA_DIR, else the user's data directory)",
+    )
+    parser.add_argument(
+        "--batch-concurrency",
+        type=int,
+        default=_DEFAULTS.batch_concurrency,
+        metavar="N",
+        help="message batch requests generated at once, below interactive requests (default 4)",
     )
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
-    for name in ("max_batch", "max_pending", "cache_min_tokens"):
+    for name in ("max_batch", "max_pending", "cache_min_tokens", "batch_concurrency"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.cache_budget_mb < 0:
@@ -126,6 +133,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         cache_budget_mb=args.cache_budget_mb,
         cache_min_tokens=args.cache_min_tokens,
         data_dir=args.data_dir,
+        batch_concurrency=args.batch_concurrency,
     )
 
 

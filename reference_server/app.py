@@ -15,6 +15,7 @@ from litestar.datastructures import MutableScopeHeaders
 from litestar.handlers.base import BaseRouteHandler
 from litestar.types import Guard, Message, Scope
 
+from reference_server.batches import open_batches
 from reference_server.catalog import ModelCatalog
 from reference_server.engine.base import Engine
 from reference_server.errors import AuthenticationError, InvalidRequestError, exception_handlers
@@ -63,9 +64,14 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
         app.state.service = MessagesService(active, catalog, signer)
         app.state.chat = ChatCompletionsService(app.state.service)
         app.state.settings = settings
+        # Message Batches: SQLite in the data directory; pending requests resume at once.
+        app.state.batches = await open_batches(
+            settings.resolved_data_dir(), app.state.service, concurrency=settings.batch_concurrency
+        )
         try:
             yield
         finally:
+            await app.state.batches.aclose()  # before the engine: running requests stay pending
             if owned:
                 await active.aclose()
 

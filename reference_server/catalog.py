@@ -27,7 +27,7 @@ _YES = CapabilitySupport(supported=True)
 # What this server can do today, stated up front (DESIGN: "capabilities say so up front"). Custom
 # tools have no capability field in the API; they are served with every model.
 CAPABILITIES = ModelCapabilities(
-    batch=_NO,
+    batch=_YES,  # Message Batches on SQLite, run at background priority (batches/)
     citations=_NO,
     code_execution=_NO,
     context_management=ContextManagementCapability(

@@ -11,6 +11,7 @@ from litestar.background_tasks import BackgroundTask
 from litestar.response import Stream
 from litestar.types import Receive
 
+from reference_server.batches import batch_route_handlers
 from reference_server.engine.base import Generation
 from reference_server.errors import NotFoundError
 from reference_server.ids import request_id_of
@@ -169,4 +170,11 @@ async def _disconnected(receive: Receive) -> None:
         pass
 
 
-route_handlers = [create_message, count_tokens, list_models, get_model, create_chat_completion]
+route_handlers = [
+    create_message,
+    count_tokens,
+    list_models,
+    get_model,
+    create_chat_completion,
+    *batch_route_handlers,
+]

@@ -16,6 +16,9 @@ API_KEY_ENV = "PLUMBLINE_API_KEY"
 DATA_DIR_ENV = "PLUMBLINE_DATA_DIR"
 DEFAULT_MODEL = "smollm2-135m-instruct"
 MAX_BODY_BYTES = 32 * 1024 * 1024  # the documented Messages / count_tokens limit
+# Batch requests generated at once. Small, so that each decode step stays about as fast as an
+# interactive request's alone; the engine keeps a row free for interactive requests anyway.
+DEFAULT_BATCH_CONCURRENCY = 4
 
 BlasChoice = Literal["auto", "openblas", "bundled"]
 
@@ -38,9 +41,11 @@ class Settings:
     max_pending: int = DEFAULT_MAX_PENDING
     cache_budget_mb: int = DEFAULT_BUDGET_BYTES >> 20
     cache_min_tokens: int = DEFAULT_MIN_TOKENS
-    # Where state that must survive a restart lives (the thinking signing key); None: the
-    # environment's PLUMBLINE_DATA_DIR, else the user's data directory.
+    # Where state that must survive a restart lives (the thinking signing key, message batches);
+    # None: the environment's PLUMBLINE_DATA_DIR, else the user's data directory.
     data_dir: Path | None = None
+    # Message Batch requests generated at once, at background priority (batches/processor.py).
+    batch_concurrency: int = DEFAULT_BATCH_CONCURRENCY
 
     def resolved_data_dir(self) -> Path:
         """The data directory this server uses."""

@@ -11,6 +11,15 @@ import pytest
 from conformance.launcher import reference_server
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """No test reads or writes the user's data directory (signing key, message batches): apps
+    built in process and servers started without `--data-dir` use this session's own."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PLUMBLINE_DATA_DIR", str(tmp_path_factory.mktemp("plumbline-data")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def smollm2_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Our server on the embedded SmolLM2, a model that ends its turns by itself: no key (any

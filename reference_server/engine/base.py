@@ -28,6 +28,9 @@ Role = Literal["system", "user", "assistant", "tool"]
 FinishReason = Literal["stop", "length"]
 # How long a prompt-cache breakpoint keeps its prefix (the API's `cache_control.ttl`).
 CacheTTL = Literal["5m", "1h"]
+# `EngineRequest.priority` of interactive requests, and the highest priority that is background.
+FOREGROUND_PRIORITY = 0
+BACKGROUND_PRIORITY_MAX = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +109,10 @@ class EngineRequest:
     sampling: Sampling = field(default_factory=Sampling)
     tools: tuple[ToolSpec, ...] = ()  # rendered into the prompt (and counted)
     constraint: Grammar | None = None  # bounds the generated text; never rendered
+    # Scheduling priority: a higher one is prefilled and given a decode row first. A negative
+    # one (at most BACKGROUND_PRIORITY_MAX) is background work, e.g. message batches: it leaves
+    # one decode row free for foreground requests.
+    priority: int = FOREGROUND_PRIORITY
 
 
 @dataclass(frozen=True, slots=True)

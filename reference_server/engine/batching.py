@@ -14,6 +14,12 @@ logits do not depend on its neighbours beyond floating-point summation order;
 
 A prompt whose prefix is held in the `PrefixCache` starts from a copy of that KV state and
 prefills only the rest; the prefix of every finished prefill is offered back to the cache.
+
+Waiting jobs are prefilled in priority order (`EngineRequest.priority`, arrival order among
+equals), so an interactive request that arrives behind queued batch work is read on the next
+step. Background jobs (negative priority) also leave `BACKGROUND_RESERVED_ROWS` decode rows
+free: a foreground request finds a row at once and its first token comes one decode step after
+its prefill, however much background work runs.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import mlx.core as mx
 from mlx_lm.models.cache import BatchKVCache, KVCache, make_prompt_cache
 
-from .base import EngineDelta
+from .base import BACKGROUND_PRIORITY_MAX, EngineDelta
 from .worker import PREFILL_CHUNK, Job, TokenOutput, make_job_sampler
 
 if TYPE_CHECKING:
@@ -33,7 +39,10 @@ if TYPE_CHECKING:
     from .prefix_cache import PrefixCache
     from .tokenizer import ChatTokenizer
 
-__all__ = ["BatchScheduler", "batchable"]
+__all__ = ["BACKGROUND_RESERVED_ROWS", "BatchScheduler", "batchable"]
+
+# Decode rows that background jobs never take, so foreground requests always find one.
+BACKGROUND_RESERVED_ROWS = 1
 
 
 def batchable(model: Any) -> bool:
@@ -102,15 +111,22 @@ class BatchScheduler:
         self._inputs: Any = None  # (rows,) uint32: each row's next input token
 
     def add(self, job: Job) -> None:
-        """Queue `job`; its prefill starts on a later step."""
+        """Queue `job` behind every waiting job of its priority or higher; its prefill starts on a
+        later step."""
         try:
-            self._waiting.append(_Prefill(job, self._model, self._prefix))
+            prefill = _Prefill(job, self._model, self._prefix)
         except Exception as exc:  # this request fails, the worker carries on
             self._release(job)
             job.emit(exc)
+            return
+        # A partly prefilled job that a higher priority overtakes keeps its cache and resumes later.
+        waiting = self._waiting
+        index = next((i for i, p in enumerate(waiting) if p.job.priority < job.priority), len(waiting))
+        waiting.insert(index, prefill)
 
     def step(self) -> None:
-        """One batched decode step for every row, then one prefill chunk for the oldest job."""
+        """One batched decode step for every row, then one prefill chunk for the first waiting job
+        (the highest priority, then the oldest)."""
         self._drop_cancelled()
         if self._rows:
             try:
@@ -119,7 +135,7 @@ class BatchScheduler:
                 for row in self._rows:
                     row.job.emit(exc)
                 self._keep([])
-        if self._waiting and len(self._rows) < self._max_batch:
+        if self._waiting and len(self._rows) < self._row_limit(self._waiting[0].job):
             prefill = self._waiting[0]
             try:
                 if not prefill.ready:
@@ -134,6 +150,12 @@ class BatchScheduler:
         if not self._rows and not self._waiting:
             # Idle: give cached buffers back rather than hold the peak of the last burst.
             mx.clear_cache()
+
+    def _row_limit(self, job: Job) -> int:
+        """Rows that may be decoding when `job` joins the batch (background jobs leave some free)."""
+        if job.priority <= BACKGROUND_PRIORITY_MAX:
+            return max(1, self._max_batch - BACKGROUND_RESERVED_ROWS)
+        return self._max_batch
 
     def fail_all(self, error: BaseException) -> None:
         """End every job with `error` (engine shutdown)."""

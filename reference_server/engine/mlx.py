@@ -310,6 +310,7 @@ class MLXEngine:
             queue=asyncio.Queue(),
             constraint=constraint,
             cache_plan=plan,
+            priority=request.priority,
         )
         with self._lock:
             if self._closed:

@@ -63,6 +63,8 @@ class Job:
     cancelled: bool = False
     # What the prompt cache lends this job and what it is to write (prefix_cache.py).
     cache_plan: CachePlan | None = None
+    # `EngineRequest.priority`: the batching scheduler serves higher ones first.
+    priority: int = 0
 
     def cancel(self) -> None:
         """Called from the event loop: the worker drops this job before its next step."""
