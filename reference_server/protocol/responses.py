@@ -92,10 +92,8 @@ class CountContextManagement(_Out):
     original_input_tokens: int
 
 
-class _WithContextManagement(_Out):
+class _DropsAbsentContextManagement(_Out):
     """`context_management` appears only on answers to requests that asked for edits (a beta)."""
-
-    context_management: ContextManagementResponse | None = None
 
     @model_serializer(mode="wrap")
     def _drop_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -103,6 +101,10 @@ class _WithContextManagement(_Out):
         if data.get("context_management") is None:
             data.pop("context_management", None)
         return data
+
+
+class _WithContextManagement(_DropsAbsentContextManagement):
+    context_management: ContextManagementResponse | None = None
 
 
 class Message(_WithContextManagement):
@@ -118,16 +120,9 @@ class Message(_WithContextManagement):
     container: dict[str, Any] | None = None
 
 
-class MessageTokensCount(_Out):
+class MessageTokensCount(_DropsAbsentContextManagement):
     input_tokens: int
     context_management: CountContextManagement | None = None  # only when edits were asked for
-
-    @model_serializer(mode="wrap")
-    def _drop_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        if data.get("context_management") is None:
-            data.pop("context_management", None)
-        return data
 
 
 class ErrorObject(_Out):
