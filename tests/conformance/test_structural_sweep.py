@@ -34,9 +34,9 @@ from .suite import API_KEY
 
 # One fault per family and response shape, combined so that each group is one run of the whole
 # catalogue (about a minute here): fields missing, null or mistyped in a Message, two stream
-# events, an error body, a count and a model list; non-JSON bodies and event data; a replaced
-# status. Every other structural fault, and the faults of faults.py applied everywhere, run one
-# at a time in `nox -s sweep`.
+# events, an error body, a count and a model list; a non-JSON body and non-JSON event data, with
+# a replaced status on a third shape. Every other structural fault, and the faults of faults.py
+# applied everywhere, run one at a time in `nox -s sweep`.
 GROUPS = {
     "fields": (
         "message:usage:missing",
@@ -46,8 +46,11 @@ GROUPS = {
         "count_tokens:input_tokens:wrong-type",
         "model_list:data:missing",
     ),
-    "non-json": ("message:body:non-json", "content_block_delta:data:non-json"),
-    "status": ("message:status:500",),
+    "non-json-and-status": (
+        "count_tokens:body:non-json",
+        "content_block_delta:data:non-json",
+        "message:status:500",
+    ),
 }
 FAST = tuple(name for names in GROUPS.values() for name in names)
 SHAPES = {
