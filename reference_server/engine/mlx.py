@@ -38,6 +38,7 @@ from .errors import (
     EngineOverloadedError,
     GrammarError,
     PromptTooLongError,
+    TokenizerError,
     UnknownModelError,
 )
 from .prefix_cache import DEFAULT_BUDGET_BYTES, DEFAULT_MIN_TOKENS, CachePoint, PrefixCache
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     from .base import CacheTTL
     from .constraint import Constraint, GrammarCompiler
     from .tokenizer import ChatTokenizer
+    from .vision import ImagePreparer, VisionPrompt
     from .worker import Job, Scheduler
 
 __all__ = [
@@ -63,6 +65,8 @@ __all__ = [
 _log = logging.getLogger(__name__)
 # Context window for mlx-lm directories whose config does not state one.
 _DEFAULT_CONTEXT = 2048
+# Longest image edge on the CPU: one 512-pixel tile per image (SmolVLM's), not up to 16.
+_CPU_IMAGE_EDGE = 512
 # Rows decoded together. Aggregate decode on two cores grows up to about 16 rows for SmolLM2
 # (the weights are read once per step for every row); beyond, each row's attention dominates.
 DEFAULT_MAX_BATCH = 16
@@ -93,6 +97,8 @@ class _Loaded:
     # None when llguidance cannot handle this tokenizer; `grammar_problem` says why.
     grammars: GrammarCompiler | None
     grammar_problem: str
+    # Vision models only: prepares prompts with images (vision.py).
+    images: ImagePreparer | None = None
 
 
 def load_engine(
@@ -148,6 +154,8 @@ def _load(source: ModelSource, blas: BlasInUse, seed: int, context_window: int |
         tokenizer = ChatTokenizer.from_gguf(meta)
         context = context_window or TINY_RANDOM_CONTEXT
         model = random_llama(seed=seed, vocab_size=tokenizer.vocab_size, context_window=context)
+    elif source.kind in ("vlm-dir", "tiny-random-vlm"):
+        return _load_vision(source, fast_cpu, context_window, seed)
     else:
         from mlx_lm.utils import dequantize_model, load_model
 
@@ -170,6 +178,32 @@ def _load(source: ModelSource, blas: BlasInUse, seed: int, context_window: int |
     _warm_up(model)
     grammars, problem = _grammar_compiler(tokenizer)
     return _Loaded(model, tokenizer, context, source.display_name, grammars, problem)
+
+
+def _load_vision(source: ModelSource, fast_cpu: bool, context_window: int | None, seed: int) -> _Loaded:
+    # Runs on the worker thread, after blas.py (mlx-vlm imports mlx.core).
+    import mlx.core as mx
+
+    from .tiny_vlm import write_tiny_vlm
+    from .tokenizer import ChatTokenizer
+    from .vision import ImagePreparer
+    from .vision_worker import TextView, load_vision_model
+
+    path = write_tiny_vlm(source.path, seed) if source.kind == "tiny-random-vlm" else source.path
+    vlm, processor = load_vision_model(path, float32=fast_cpu)
+    tokenizer = ChatTokenizer.from_directory(path, parts_content=True)
+    # On a CPU the vision tower costs seconds per 512-pixel tile: one tile per image.
+    images = ImagePreparer(
+        processor, tokenizer, max_edge=_CPU_IMAGE_EDGE if mx.default_device() == mx.cpu else None
+    )
+    model = TextView(vlm, tokenizer.vocab_size)
+    config = vlm.config.text_config
+    context = int(getattr(config, "max_position_embeddings", 0) or _DEFAULT_CONTEXT)
+    if context_window is not None:
+        context = min(context, context_window)
+    _warm_up(model)
+    grammars, problem = _grammar_compiler(tokenizer)
+    return _Loaded(model, tokenizer, context, source.display_name, grammars, problem, images)
 
 
 def _grammar_compiler(tokenizer: ChatTokenizer) -> tuple[GrammarCompiler | None, str]:
@@ -228,12 +262,14 @@ class MLXEngine:
         self._tokenizer = loaded.tokenizer
         self._grammars = loaded.grammars
         self._grammar_problem = loaded.grammar_problem
+        self._images = loaded.images
         self._card = ModelCard(
             id=source.id,
             display_name=loaded.display_name,
             created_at=source.created_at,
             context_window=loaded.context_window,
             max_output_tokens=loaded.context_window,
+            vision=loaded.images is not None,
         )
 
     @property
@@ -287,7 +323,7 @@ class MLXEngine:
 
         if request.max_tokens < 0:
             raise ValueError("max_tokens must be >= 0")
-        prompt, marks = await self._prompt(request)
+        prompt, marks, vision = await self._prompt(request)
         # The KV cache cannot grow past the context window: stop there as if max_tokens.
         budget = min(request.max_tokens, self._card.context_window - len(prompt))
         constraint: Constraint | None = None
@@ -295,7 +331,8 @@ class MLXEngine:
             # Off the loop and off the worker: a large grammar can take a second to compile.
             constraint = await asyncio.to_thread(self._compiler().compile, request.constraint)
         self._admit()
-        prefix = self._prefix
+        # Never cached: a prompt with images has the same tokens whatever the images are.
+        prefix = self._prefix if vision is None else None
         plan = prefix.plan(prompt, [CachePoint(p, ttl) for p, ttl in marks]) if prefix is not None else None
         usage = plan.usage if plan is not None else PromptUsage(len(prompt))
         if budget <= 0 and (plan is None or not plan.writes):
@@ -311,6 +348,7 @@ class MLXEngine:
             constraint=constraint,
             cache_plan=plan,
             priority=request.priority,
+            vision=vision.arrays if vision is not None else None,
         )
         with self._lock:
             if self._closed:
@@ -338,16 +376,33 @@ class MLXEngine:
                 self._inbox.put(None)
         await asyncio.to_thread(self._thread.join)
 
-    async def _prompt(self, request: EngineRequest) -> tuple[list[int], list[tuple[int, CacheTTL]]]:
+    async def _prompt(
+        self, request: EngineRequest
+    ) -> tuple[list[int], list[tuple[int, CacheTTL]], VisionPrompt | None]:
         if self._closed:
             raise EngineClosedError("the engine is closed")
         if request.model != self._card.id:
             raise UnknownModelError(f"this engine serves {self._card.id!r}, not {request.model!r}")
         # Tokenizing is CPU work without MLX: off the event loop, and off the worker too.
-        tokens, marks = await asyncio.to_thread(self._tokenizer.encode_marked, request.turns, request.tools)
+        vision: VisionPrompt | None = None
+        if any(turn.images for turn in request.turns):
+            vision = await asyncio.to_thread(self._vision_prompt, request)
+            tokens, marks = vision.tokens, list[tuple[int, "CacheTTL"]]()
+        else:
+            tokens, marks = await asyncio.to_thread(
+                self._tokenizer.encode_marked, request.turns, request.tools
+            )
         if len(tokens) > self._card.context_window:
             raise PromptTooLongError(len(tokens), self._card.context_window)
-        return tokens, marks
+        return tokens, marks, vision
+
+    def _vision_prompt(self, request: EngineRequest) -> VisionPrompt:
+        # render() itself refuses images when the model has no vision tower.
+        text = self._tokenizer.render(request.turns, request.tools)
+        if self._images is None:
+            raise TokenizerError("this model does not read images (it has no vision tower)")
+        images = [image for turn in request.turns for image in turn.images]
+        return self._images.prepare(text, images)
 
     @staticmethod
     async def _deltas(job: Job) -> AsyncIterator[EngineDelta]:
@@ -381,13 +436,19 @@ class MLXEngine:
                 prefix_cache=self._prefix,
                 batching=self.limits.batching,
             )
+            if loaded.images is not None:
+                from .vision_worker import VisionScheduler
+
+                scheduler = VisionScheduler(scheduler, loaded.model, loaded.tokenizer)
         except BaseException as exc:
             ready.put(exc)
             return
         self._scheduler = scheduler
         from .batching import BatchScheduler
+        from .vision_worker import VisionScheduler
 
-        self._batching = isinstance(scheduler, BatchScheduler)
+        inner = scheduler.inner if isinstance(scheduler, VisionScheduler) else scheduler
+        self._batching = isinstance(inner, BatchScheduler)
         if not self._batching:
             self._prefix = None
         ready.put(loaded)
