@@ -23,7 +23,7 @@ from .blas import cache_dir
 __all__ = ["CHAT_TEMPLATE", "image_tokens", "tiny_vlm_directory", "write_tiny_vlm"]
 
 # Bump when the files below change, so a stale cached directory is never reused.
-_FORMAT = 1
+_FORMAT = 2
 # SmolVLM's chat template shape ("User:<image>Describe it.<end_of_utterance>\nAssistant:").
 # Content is a list of parts, as every mlx-vlm template expects.
 CHAT_TEMPLATE = (
@@ -34,7 +34,7 @@ CHAT_TEMPLATE = (
     "<end_of_utterance>\n{% endfor %}{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}"
 )
 _MAX_GRID = 4  # <row_i_col_j> tokens for i, j in 1.._MAX_GRID
-_PATCH, _TILE, _SCALE, _LONGEST = 8, 32, 2, 64
+_PATCH, _TILE, _SCALE, _LONGEST = 8, 32, 2, 128  # up to 4x4 tiles of 4 tokens
 
 
 def image_tokens() -> list[str]:

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy
+
 from .errors import TokenizerError
 
 if TYPE_CHECKING:
@@ -42,7 +44,8 @@ class ImagePreparer:
 
     def __init__(self, processor: Any, tokenizer: ChatTokenizer, *, max_edge: int | None = None) -> None:
         """`processor`: mlx-vlm's processor of the model; `max_edge` caps the longest edge images
-        are resized to (fewer tiles: the vision tower is slow on a CPU)."""
+        are resized to below the processor's own (fewer tiles: the vision tower is slow on a
+        CPU)."""
         expand = getattr(processor, "expand_text_with_image_tokens", None)
         images = getattr(processor, "image_processor", None)
         if expand is None or images is None:
@@ -55,8 +58,11 @@ class ImagePreparer:
         self._tokenizer = tokenizer
         self.placeholder = str(getattr(processor, "image_token", "<image>"))
         size = getattr(images, "size", None)
-        if max_edge is not None and isinstance(size, dict) and size.get("longest_edge", 0) > max_edge:
-            images.size = {**size, "longest_edge": max_edge}
+        # A dict in older transformers, a SizeDict (attributes) in newer ones.
+        longest = size.get("longest_edge") if isinstance(size, dict) else getattr(size, "longest_edge", None)
+        self._max_edge = int(longest) if isinstance(longest, int) else None
+        if max_edge is not None:
+            self._max_edge = min(self._max_edge or max_edge, max_edge)
         # transformers' processors are not documented thread-safe; prompts are prepared in
         # worker threads of the event loop, one at a time.
         self._lock = threading.Lock()
@@ -73,8 +79,25 @@ class ImagePreparer:
         for image in images:
             with Image.open(io.BytesIO(image.data)) as opened:
                 decoded.append(opened.convert("RGB"))
+        rows: list[int] = []
+        cols: list[int] = []
+        pieces: dict[str, list[Any]] = {}
         with self._lock:
-            out = self._images([decoded], return_row_col_info=True)
-            expanded = self._expand([text], image_rows=out["rows"], image_cols=out["cols"])[0]
-        arrays = {k: v for k, v in out.items() if k not in ("rows", "cols")}
+            # One image at a time, each resized to its own longest edge (capped), never up to
+            # the processor's: SmolVLM's would enlarge every image to its full size, so a
+            # 40 px and a 400 px image would cost the same; here a larger one costs more, as
+            # the API's own formula has it.
+            for picture in decoded:
+                kwargs: dict[str, Any] = {"return_row_col_info": True}
+                if self._max_edge is not None:
+                    kwargs["size"] = {"longest_edge": min(max(picture.size), self._max_edge)}
+                out = self._images([[picture]], **kwargs)
+                rows += out["rows"][0]
+                cols += out["cols"][0]
+                for key, value in out.items():
+                    if key not in ("rows", "cols"):
+                        pieces.setdefault(key, []).append(value)
+            expanded = self._expand([text], image_rows=[rows], image_cols=[cols])[0]
+        # Every tile has the tile size, so the images' tiles line up along the tile axis.
+        arrays = {key: numpy.concatenate(values, axis=1) for key, values in pieces.items()}
         return VisionPrompt(self._tokenizer.encode(expanded), arrays)

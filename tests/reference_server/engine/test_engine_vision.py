@@ -124,9 +124,19 @@ def test_image_tokens_are_counted_and_generation_agrees(vlm_engine: Any) -> None
     # 48x40 → 2x2 tiles of 4 tokens plus the global image, with their row/column markers.
     assert counted == used > text_only + 20
     assert text
-    # A wider image makes fewer tiles: the count follows the image's size.
-    wide, wide_used, _ = run(vlm_engine, ask(png((200, 30, 30), (300, 100))))
-    assert wide == wide_used != counted
+    # The count follows the image's size: a larger image is cut into more tiles.
+    small, _, _ = run(vlm_engine, ask(png((200, 30, 30), (20, 20))))
+    large, large_used, _ = run(vlm_engine, ask(png((200, 30, 30), (400, 400))))
+    assert small < counted < large == large_used
+
+
+@pytest.mark.mlx
+def test_several_images_in_one_prompt(vlm_engine: Any) -> None:
+    one, _, _ = run(vlm_engine, ask(png((200, 30, 30))))
+    turn = Turn("user", "Compare them.", images=(png((200, 30, 30)), png((30, 30, 200), (400, 90))))
+    counted, used, text = run(vlm_engine, EngineRequest("tiny-random-vlm", (turn,), 8, GREEDY))
+    assert counted == used > one
+    assert text
 
 
 @pytest.mark.mlx
