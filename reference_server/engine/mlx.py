@@ -111,7 +111,8 @@ def load_engine(
 ) -> MLXEngine:
     """Load `model` and return a running engine (synchronous and slow: call it in a thread).
 
-    `model`: `smollm2-135m-instruct`, `tiny-random`, an mlx-lm model directory or a llama-family
+    `model`: `smollm2-135m-instruct`, `tiny-random`, `tiny-random-vlm`, an mlx-lm or mlx-vlm (with
+    image input) model directory or a llama-family
     `.gguf` file. `blas`: see `blas.enable_fast_blas`, which runs first, before MLX is imported.
     `seed`: seeds MLX's random state (sampling) and tiny-random's weights.
     `context_window`: tiny-random's window (default `TINY_RANDOM_CONTEXT`); for other models a
