@@ -7,6 +7,7 @@ import hashlib
 import io
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -154,3 +155,35 @@ def test_text_only_requests_on_a_vision_model_are_batched(vlm_engine: Any) -> No
     counted, used, text = run(vlm_engine, ask(None, "Hello"))
     assert counted == used
     assert text
+
+
+@pytest.mark.mlx
+def test_a_grammar_bounds_an_answer_about_an_image(vlm_engine: Any) -> None:
+    from reference_server.engine.base import Grammar
+
+    request = replace(ask(png((200, 30, 30)), max_tokens=8), constraint=Grammar('start: "yes" | "no"'))
+    _, _, text = run(vlm_engine, request)
+    assert text in {"yes", "no"}
+
+
+@pytest.mark.mlx
+def test_closing_an_image_generation_frees_the_worker(vlm_engine: Any) -> None:
+    import asyncio
+    import time
+
+    async def go() -> list[Any]:
+        stream = vlm_engine.generate(ask(png((200, 30, 30)), max_tokens=1500))
+        seen = [await anext(stream) for _ in range(3)]
+        await stream.aclose()
+        return seen
+
+    seen = asyncio.run(go())
+    assert len(seen) == 3
+    assert seen[-1].finish is None
+    # Far sooner than the 1500 tokens asked for would take.
+    deadline = time.monotonic() + 0.5
+    while vlm_engine.active_requests and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert vlm_engine.active_requests == 0
+    # The exclusive path is free again: the next request with an image runs to its end.
+    assert run(vlm_engine, ask(png((30, 30, 200)), max_tokens=3))[2]
