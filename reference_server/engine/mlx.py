@@ -65,8 +65,6 @@ __all__ = [
 _log = logging.getLogger(__name__)
 # Context window for mlx-lm directories whose config does not state one.
 _DEFAULT_CONTEXT = 2048
-# Longest image edge on the CPU: one 512-pixel tile per image (SmolVLM's), not up to 16.
-_CPU_IMAGE_EDGE = 512
 # Rows decoded together. Aggregate decode on two cores grows up to about 16 rows for SmolLM2
 # (the weights are read once per step for every row); beyond, each row's attention dominates.
 DEFAULT_MAX_BATCH = 16
@@ -183,25 +181,11 @@ def _load(source: ModelSource, blas: BlasInUse, seed: int, context_window: int |
 
 def _load_vision(source: ModelSource, fast_cpu: bool, context_window: int | None, seed: int) -> _Loaded:
     # Runs on the worker thread, after blas.py (mlx-vlm imports mlx.core).
-    import mlx.core as mx
+    from .vision_worker import load_vision
 
-    from .tiny_vlm import write_tiny_vlm
-    from .tokenizer import ChatTokenizer
-    from .vision import ImagePreparer
-    from .vision_worker import TextView, load_vision_model
-
-    path = write_tiny_vlm(source.path, seed) if source.kind == "tiny-random-vlm" else source.path
-    vlm, processor = load_vision_model(path, float32=fast_cpu)
-    tokenizer = ChatTokenizer.from_directory(path, parts_content=True)
-    # On a CPU the vision tower costs seconds per 512-pixel tile: one tile per image.
-    images = ImagePreparer(
-        processor, tokenizer, max_edge=_CPU_IMAGE_EDGE if mx.default_device() == mx.cpu else None
+    model, tokenizer, context, images = load_vision(
+        source, float32=fast_cpu, context_window=context_window, seed=seed, default_context=_DEFAULT_CONTEXT
     )
-    model = TextView(vlm, tokenizer.vocab_size)
-    config = vlm.config.text_config
-    context = int(getattr(config, "max_position_embeddings", 0) or _DEFAULT_CONTEXT)
-    if context_window is not None:
-        context = min(context, context_window)
     _warm_up(model)
     grammars, problem = _grammar_compiler(tokenizer)
     return _Loaded(model, tokenizer, context, source.display_name, grammars, problem, images)

@@ -14,7 +14,6 @@ Prompts with images never touch the prefix cache: two different images render th
 from __future__ import annotations
 
 from collections import deque
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import mlx.core as mx
@@ -22,9 +21,15 @@ import mlx.core as mx
 from .worker import PREFILL_CHUNK, Job, Scheduler, _Sequence
 
 if TYPE_CHECKING:
+    from .sources import ModelSource
     from .tokenizer import ChatTokenizer
+    from .vision import ImagePreparer
 
-__all__ = ["TextView", "VisionScheduler", "load_vision_model"]
+__all__ = ["CPU_IMAGE_EDGE", "TextView", "VisionScheduler", "load_vision"]
+
+# Longest image edge on a CPU: the vision tower costs seconds per 512-pixel tile there, so one
+# tile per image (SmolVLM's), not up to 16.
+CPU_IMAGE_EDGE = 512
 
 
 class TextView:
@@ -48,14 +53,29 @@ class TextView:
         return out.logits[..., : self.vocab_size]
 
 
-def load_vision_model(path: Path, *, float32: bool) -> tuple[Any, Any]:
-    """mlx-vlm's model and processor from `path` (`float32`: for OpenBLAS on the CPU)."""
+def load_vision(
+    source: ModelSource, *, float32: bool, context_window: int | None, seed: int, default_context: int
+) -> tuple[TextView, ChatTokenizer, int, ImagePreparer]:
+    """A vision model's text view, tokenizer (list-of-parts content), context window and image
+    preparer; tiny-random-vlm is written into the cache first. `float32`: for OpenBLAS on a CPU."""
     from mlx_vlm.utils import load
 
-    model, processor = load(str(path))
+    from .tiny_vlm import write_tiny_vlm
+    from .tokenizer import ChatTokenizer
+    from .vision import ImagePreparer
+
+    path = write_tiny_vlm(source.path, seed) if source.kind == "tiny-random-vlm" else source.path
+    vlm, processor = load(str(path))
     if float32:
-        model.set_dtype(mx.float32)
-    return model, processor
+        vlm.set_dtype(mx.float32)
+    tokenizer = ChatTokenizer.from_directory(path, parts_content=True)
+    on_cpu = mx.default_device() == mx.cpu
+    images = ImagePreparer(processor, tokenizer, max_edge=CPU_IMAGE_EDGE if on_cpu else None)
+    config = vlm.config.text_config
+    context = int(getattr(config, "max_position_embeddings", 0) or default_context)
+    if context_window is not None:
+        context = min(context, context_window)
+    return TextView(vlm, tokenizer.vocab_size), tokenizer, context, images
 
 
 class _VisionSequence(_Sequence):
