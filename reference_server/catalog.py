@@ -136,5 +136,11 @@ def _model_info(card: ModelCard) -> ModelInfo:
         created_at=card.created_at.isoformat().replace("+00:00", "Z"),
         max_input_tokens=card.context_window,
         max_tokens=card.max_output_tokens,
-        capabilities=CAPABILITIES,
+        capabilities=capabilities(card),
     )
+
+
+def capabilities(card: ModelCard) -> ModelCapabilities:
+    """What the server does with `card`'s model: `CAPABILITIES`, with image input where the
+    model has a vision tower (images are then read, not refused)."""
+    return CAPABILITIES.model_copy(update={"image_input": _YES}) if card.vision else CAPABILITIES

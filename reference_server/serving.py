@@ -145,10 +145,12 @@ class MessagesService:
         history = kept_thinking(
             params.messages, self.signer, card.id, enabled=thinking is not None, keep=keep
         )
-        turns = build_turns(params, have_tools=bool(tools), thinking=history.kept)
+        turns = build_turns(params, have_tools=bool(tools), thinking=history.kept, vision=card.vision)
         uncleared: tuple[Turn, ...] | None = None
         if history.cleared_turns:  # what the prompt would have been, to count what was cleared
-            uncleared = build_turns(params, have_tools=bool(tools), thinking=history.verified)
+            uncleared = build_turns(
+                params, have_tools=bool(tools), thinking=history.verified, vision=card.vision
+            )
         if thinking is not None:
             turns = shape_turns(turns)
             uncleared = shape_turns(uncleared) if uncleared is not None else None

@@ -7,6 +7,8 @@ cannot express (non-empty turns, whitespace, features this server lacks) live he
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -14,8 +16,14 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from reference_server.content import check_image, check_image_count, check_pdf_page_total, render_document
-from reference_server.engine.base import CacheMark, CacheTTL, ToolCall, Turn
+from reference_server.content import (
+    ImageInfo,
+    check_image,
+    check_image_count,
+    check_pdf_page_total,
+    render_document,
+)
+from reference_server.engine.base import CacheMark, CacheTTL, ImagePart, ToolCall, Turn
 from reference_server.errors import InvalidRequestError
 from reference_server.protocol import (
     UNION_TAGS,
@@ -136,7 +144,11 @@ def check_stop_sequences(stop_sequences: Sequence[str] | None) -> tuple[str, ...
 
 
 def build_turns(
-    params: PromptParams, *, have_tools: bool = False, thinking: Mapping[tuple[int, int], str] | None = None
+    params: PromptParams,
+    *,
+    have_tools: bool = False,
+    thinking: Mapping[tuple[int, int], str] | None = None,
+    vision: bool = False,
 ) -> tuple[Turn, ...]:
     """System prompt and messages → the engine's turns.
 
@@ -149,7 +161,7 @@ def build_turns(
     if not params.messages:
         raise InvalidRequestError("messages: at least one message is required")
     names = check_tool_pairing(params.messages, have_tools=have_tools)
-    media = _Media(images=_count_images(params.messages))
+    media = _Media(images=_count_images(params.messages), vision=vision)
     check_image_count(media.images)
     turns: list[Turn] = []
     system = _system_turn(params)
@@ -183,6 +195,7 @@ class _Media:
 
     images: int
     pdf_pages: int = 0
+    vision: bool = False  # the model reads images (else they are refused after the checks)
 
 
 def _count_images(messages: Sequence[MessageParam]) -> int:
@@ -225,7 +238,8 @@ def _append(turns: list[Turn], turn: Turn) -> None:
         shift = len(previous.text) + (len(BLOCK_SEPARATOR) if previous.text and turn.text else 0)
         text = BLOCK_SEPARATOR.join(t for t in (previous.text, turn.text) if t)
         marks = previous.cache_marks + tuple(replace(m, offset=m.offset + shift) for m in turn.cache_marks)
-        turns[-1] = Turn(turn.role, text, tool_calls=turn.tool_calls, cache_marks=marks)
+        images = previous.images + turn.images
+        turns[-1] = Turn(turn.role, text, tool_calls=turn.tool_calls, cache_marks=marks, images=images)
     else:
         turns.append(turn)
 
@@ -263,6 +277,7 @@ def _message_turns(
             _require_visible(message.content, f"{path}.content")
         return [Turn(message.role, message.content)] if message.content else []
     texts: list[tuple[str, CacheControlEphemeralParam | None]] = []
+    images: list[ImagePart] = []
     calls: list[ToolCall] = []
     results: list[Turn] = []
     for i, block in enumerate(message.content):
@@ -278,9 +293,13 @@ def _message_turns(
         elif isinstance(block, DocumentBlockParam):
             texts.append((_document_text(block, block_path, media), block.cache_control))
         elif isinstance(block, ImageBlockParam):
-            # Checked as the API checks images, then refused: the model has no vision tower.
-            check_image(block, block_path, image_count=media.images)
-            raise InvalidRequestError(f"{block_path}: {_unsupported_block(block)}")
+            # Checked as the API checks images, then refused unless the model has a vision tower.
+            info = check_image(block, block_path, image_count=media.images)
+            if not media.vision or message.role != "user":
+                raise InvalidRequestError(f"{block_path}: {_unsupported_block(block)}")
+            images.append(_image_part(block, info))
+            if block.cache_control is not None:
+                texts.append(("", block.cache_control))
         elif isinstance(block, ToolUseBlockParam):
             calls.append(tool_call(block))
             # The calls render after the text: the breakpoint caches up to the text's end.
@@ -291,8 +310,19 @@ def _message_turns(
         else:
             raise InvalidRequestError(f"{block_path}: {_unsupported_block(block)}")
     text, marks = _joined(texts)
-    own = [Turn(message.role, text, tool_calls=tuple(calls), cache_marks=marks)] if text or calls else []
+    own = (
+        [Turn(message.role, text, tool_calls=tuple(calls), cache_marks=marks, images=tuple(images))]
+        if text or calls or images
+        else []
+    )
     return results + own
+
+
+def _image_part(block: ImageBlockParam, info: ImageInfo) -> ImagePart:
+    """A checked base64 image as the engine takes it; the digest tells different images apart."""
+    data = base64.b64decode(block.source["data"])
+    digest = hashlib.sha256(data).hexdigest()
+    return ImagePart(data, info.media_type, info.width, info.height, digest)
 
 
 def _document_text(block: DocumentBlockParam, path: str, media: _Media) -> str:

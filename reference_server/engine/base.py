@@ -61,11 +61,25 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+class ImagePart:
+    """An image a turn shows the model: the encoded file, its media type (`image/png`...), its
+    pixel size, and a digest of the bytes. Prompts are keyed by the digest wherever the image
+    matters, since two different images render the very same prompt tokens."""
+
+    data: bytes
+    media_type: str
+    width: int
+    height: int
+    digest: str
+
+
+@dataclass(frozen=True, slots=True)
 class Turn:
     """One conversation turn; consecutive same-role user/assistant turns are already merged.
 
     An assistant turn may end with `tool_calls`. A `tool` turn is the result of the call
     `tool_call_id` (named `name`), its text the result; `is_error` when the tool failed.
+    `images` (user turns, vision models only) are shown to the model before the turn's text.
     """
 
     role: Role
@@ -75,6 +89,7 @@ class Turn:
     name: str | None = None
     is_error: bool = False
     cache_marks: tuple[CacheMark, ...] = ()
+    images: tuple[ImagePart, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +225,8 @@ class ModelCard:
     created_at: datetime
     context_window: int
     max_output_tokens: int
+    # The model reads images (`Turn.images`); a text-only model's engine refuses them.
+    vision: bool = False
 
 
 @runtime_checkable

@@ -38,6 +38,7 @@ from .errors import (
     EngineOverloadedError,
     GrammarError,
     PromptTooLongError,
+    TokenizerError,
     UnknownModelError,
 )
 from .prefix_cache import DEFAULT_BUDGET_BYTES, DEFAULT_MIN_TOKENS, CachePoint, PrefixCache
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     from .base import CacheTTL
     from .constraint import Constraint, GrammarCompiler
     from .tokenizer import ChatTokenizer
+    from .vision import ImagePreparer, VisionPrompt
     from .worker import Job, Scheduler
 
 __all__ = [
@@ -93,6 +95,8 @@ class _Loaded:
     # None when llguidance cannot handle this tokenizer; `grammar_problem` says why.
     grammars: GrammarCompiler | None
     grammar_problem: str
+    # Vision models only: prepares prompts with images (vision.py).
+    images: ImagePreparer | None = None
 
 
 def load_engine(
@@ -105,7 +109,8 @@ def load_engine(
 ) -> MLXEngine:
     """Load `model` and return a running engine (synchronous and slow: call it in a thread).
 
-    `model`: `smollm2-135m-instruct`, `tiny-random`, an mlx-lm model directory or a llama-family
+    `model`: `smollm2-135m-instruct`, `tiny-random`, `tiny-random-vlm`, an mlx-lm or mlx-vlm (with
+    image input) model directory or a llama-family
     `.gguf` file. `blas`: see `blas.enable_fast_blas`, which runs first, before MLX is imported.
     `seed`: seeds MLX's random state (sampling) and tiny-random's weights.
     `context_window`: tiny-random's window (default `TINY_RANDOM_CONTEXT`); for other models a
@@ -148,6 +153,8 @@ def _load(source: ModelSource, blas: BlasInUse, seed: int, context_window: int |
         tokenizer = ChatTokenizer.from_gguf(meta)
         context = context_window or TINY_RANDOM_CONTEXT
         model = random_llama(seed=seed, vocab_size=tokenizer.vocab_size, context_window=context)
+    elif source.kind in ("vlm-dir", "tiny-random-vlm"):
+        return _load_vision(source, fast_cpu, context_window, seed)
     else:
         from mlx_lm.utils import dequantize_model, load_model
 
@@ -170,6 +177,18 @@ def _load(source: ModelSource, blas: BlasInUse, seed: int, context_window: int |
     _warm_up(model)
     grammars, problem = _grammar_compiler(tokenizer)
     return _Loaded(model, tokenizer, context, source.display_name, grammars, problem)
+
+
+def _load_vision(source: ModelSource, fast_cpu: bool, context_window: int | None, seed: int) -> _Loaded:
+    # Runs on the worker thread, after blas.py (mlx-vlm imports mlx.core).
+    from .vision_worker import load_vision
+
+    model, tokenizer, context, images = load_vision(
+        source, float32=fast_cpu, context_window=context_window, seed=seed, default_context=_DEFAULT_CONTEXT
+    )
+    _warm_up(model)
+    grammars, problem = _grammar_compiler(tokenizer)
+    return _Loaded(model, tokenizer, context, source.display_name, grammars, problem, images)
 
 
 def _grammar_compiler(tokenizer: ChatTokenizer) -> tuple[GrammarCompiler | None, str]:
@@ -228,12 +247,14 @@ class MLXEngine:
         self._tokenizer = loaded.tokenizer
         self._grammars = loaded.grammars
         self._grammar_problem = loaded.grammar_problem
+        self._images = loaded.images
         self._card = ModelCard(
             id=source.id,
             display_name=loaded.display_name,
             created_at=source.created_at,
             context_window=loaded.context_window,
             max_output_tokens=loaded.context_window,
+            vision=loaded.images is not None,
         )
 
     @property
@@ -287,7 +308,7 @@ class MLXEngine:
 
         if request.max_tokens < 0:
             raise ValueError("max_tokens must be >= 0")
-        prompt, marks = await self._prompt(request)
+        prompt, marks, vision = await self._prompt(request)
         # The KV cache cannot grow past the context window: stop there as if max_tokens.
         budget = min(request.max_tokens, self._card.context_window - len(prompt))
         constraint: Constraint | None = None
@@ -295,7 +316,8 @@ class MLXEngine:
             # Off the loop and off the worker: a large grammar can take a second to compile.
             constraint = await asyncio.to_thread(self._compiler().compile, request.constraint)
         self._admit()
-        prefix = self._prefix
+        # Never cached: a prompt with images has the same tokens whatever the images are.
+        prefix = self._prefix if vision is None else None
         plan = prefix.plan(prompt, [CachePoint(p, ttl) for p, ttl in marks]) if prefix is not None else None
         usage = plan.usage if plan is not None else PromptUsage(len(prompt))
         if budget <= 0 and (plan is None or not plan.writes):
@@ -311,6 +333,7 @@ class MLXEngine:
             constraint=constraint,
             cache_plan=plan,
             priority=request.priority,
+            vision=vision.arrays if vision is not None else None,
         )
         with self._lock:
             if self._closed:
@@ -338,16 +361,33 @@ class MLXEngine:
                 self._inbox.put(None)
         await asyncio.to_thread(self._thread.join)
 
-    async def _prompt(self, request: EngineRequest) -> tuple[list[int], list[tuple[int, CacheTTL]]]:
+    async def _prompt(
+        self, request: EngineRequest
+    ) -> tuple[list[int], list[tuple[int, CacheTTL]], VisionPrompt | None]:
         if self._closed:
             raise EngineClosedError("the engine is closed")
         if request.model != self._card.id:
             raise UnknownModelError(f"this engine serves {self._card.id!r}, not {request.model!r}")
         # Tokenizing is CPU work without MLX: off the event loop, and off the worker too.
-        tokens, marks = await asyncio.to_thread(self._tokenizer.encode_marked, request.turns, request.tools)
+        vision: VisionPrompt | None = None
+        if any(turn.images for turn in request.turns):
+            vision = await asyncio.to_thread(self._vision_prompt, request)
+            tokens, marks = vision.tokens, list[tuple[int, "CacheTTL"]]()
+        else:
+            tokens, marks = await asyncio.to_thread(
+                self._tokenizer.encode_marked, request.turns, request.tools
+            )
         if len(tokens) > self._card.context_window:
             raise PromptTooLongError(len(tokens), self._card.context_window)
-        return tokens, marks
+        return tokens, marks, vision
+
+    def _vision_prompt(self, request: EngineRequest) -> VisionPrompt:
+        # render() itself refuses images when the model has no vision tower.
+        text = self._tokenizer.render(request.turns, request.tools)
+        if self._images is None:
+            raise TokenizerError("this model does not read images (it has no vision tower)")
+        images = [image for turn in request.turns for image in turn.images]
+        return self._images.prepare(text, images)
 
     @staticmethod
     async def _deltas(job: Job) -> AsyncIterator[EngineDelta]:
@@ -381,13 +421,19 @@ class MLXEngine:
                 prefix_cache=self._prefix,
                 batching=self.limits.batching,
             )
+            if loaded.images is not None:
+                from .vision_worker import VisionScheduler
+
+                scheduler = VisionScheduler(scheduler, loaded.model, loaded.tokenizer)
         except BaseException as exc:
             ready.put(exc)
             return
         self._scheduler = scheduler
         from .batching import BatchScheduler
+        from .vision_worker import VisionScheduler
 
-        self._batching = isinstance(scheduler, BatchScheduler)
+        inner = scheduler.inner if isinstance(scheduler, VisionScheduler) else scheduler
+        self._batching = isinstance(inner, BatchScheduler)
         if not self._batching:
             self._prefix = None
         ready.put(loaded)

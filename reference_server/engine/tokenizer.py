@@ -94,9 +94,16 @@ class ChatTokenizer:
         eos_token: str | None,
         eos_token_ids: Iterable[int],
         add_bos: bool = False,
+        parts_content: bool = False,
     ) -> None:
-        """Wrap a `tokenizers.Tokenizer`; prefer the `from_gguf`/`from_directory` builders."""
+        """Wrap a `tokenizers.Tokenizer`; prefer the `from_gguf`/`from_directory` builders.
+
+        `parts_content`: the template takes each message's content as a list of parts
+        (`{"type": "text"|"image"}`), as vision models' templates do; images are then rendered
+        as the template's image placeholder, which the vision processor expands.
+        """
         self._tokenizer = tokenizer
+        self.parts_content = parts_content
         if chat_template is None:
             _log.warning("The model has no chat template; using ChatML")
         env = ImmutableSandboxedEnvironment(
@@ -162,8 +169,9 @@ class ChatTokenizer:
         )
 
     @classmethod
-    def from_directory(cls, path: Path) -> ChatTokenizer:
-        """Load `tokenizer.json` and the chat template of a Hugging Face / mlx-lm directory."""
+    def from_directory(cls, path: Path, *, parts_content: bool = False) -> ChatTokenizer:
+        """Load `tokenizer.json` and the chat template of a Hugging Face / mlx-lm directory
+        (`parts_content`: see the constructor)."""
         if not (path / "tokenizer.json").is_file():
             raise TokenizerError(f"{path} has no tokenizer.json")
         tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
@@ -190,6 +198,7 @@ class ChatTokenizer:
             eos_token=_token_text(config.get("eos_token")),
             eos_token_ids=[int(i) for i in eos_ids],
             add_bos=False,  # HF templates write the BOS text themselves
+            parts_content=parts_content,
         )
 
     @property
@@ -216,6 +225,13 @@ class ChatTokenizer:
         messages = template_messages(turns)
         if prefill is not None:
             messages[-1]["content"] = _PREFILL_MARK
+        if any(turn.images for turn in turns) and not self.parts_content:
+            raise TokenizerError("this model does not read images (it has no vision tower)")
+        if self.parts_content:
+            for message, turn in zip(messages, turns, strict=True):
+                # Images first, then the text: the order the API recommends for one message.
+                parts: list[dict[str, Any]] = [{"type": "image"} for _ in turn.images]
+                message["content"] = [*parts, {"type": "text", "text": message["content"]}]
         extra: dict[str, Any] = {"tools": [tool_function(t) for t in tools]} if structured and tools else {}
         try:
             text = self._template.render(

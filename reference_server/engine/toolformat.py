@@ -95,9 +95,10 @@ def plain_turns(turns: Sequence[Turn], tools: Sequence[ToolSpec]) -> list[Turn]:
         else:
             text = turn.text
         if out and out[-1].role == role and role != "system":
-            out[-1] = Turn(role, f"{out[-1].text}\n{text}")
+            # A user turn's images stay with it (vision models render them as parts).
+            out[-1] = Turn(role, f"{out[-1].text}\n{text}", images=out[-1].images + turn.images)
         else:
-            out.append(Turn(role, text))
+            out.append(Turn(role, text, images=turn.images))
     return out
 
 

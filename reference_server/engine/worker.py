@@ -65,6 +65,8 @@ class Job:
     cache_plan: CachePlan | None = None
     # `EngineRequest.priority`: the batching scheduler serves higher ones first.
     priority: int = 0
+    # A prompt with images: the vision processor's pixel arrays (vision_worker.py); None else.
+    vision: dict[str, Any] | None = None
 
     def cancel(self) -> None:
         """Called from the event loop: the worker drops this job before its next step."""
