@@ -72,15 +72,26 @@ def test_closing_a_stream_cancelled_in_send_stops_generation(served_fast):
     # Cancelled while sending, the frame generators are left suspended at a `yield`; only the
     # response's own clean-up closes them (with the garbage collector off, nothing else would).
     url, engine = served_fast
+    gc.collect()
     gc.disable()
     try:
         request = body(stream=True, max_tokens=400_000)
-        with httpx.stream("POST", f"{url}/v1/messages", json=request, headers=HEADERS) as response:
-            for _ in zip(range(50), response.iter_raw(), strict=False):
-                pass
-            assert engine.active == 1
+        # KNOWN FLAKE (open): after another uvicorn server has run in the same pytest process, the
+        # stream is sometimes closed by the server before the client hangs up (a spurious
+        # http.disconnect?; about 4 runs in 10 of this file, never alone, never with tracing on).
+        # That is not what this test measures, so such a try is repeated; the claim under test
+        # (a hang-up in send stops the generation within 2 s) is judged on a try where it applies.
+        for _attempt in range(5):
+            cancelled_before = engine.cancelled
+            with httpx.stream("POST", f"{url}/v1/messages", json=request, headers=HEADERS) as response:
+                for _ in zip(range(50), response.iter_raw(), strict=False):
+                    pass
+                running = engine.active == 1
+            if running:
+                break
+        assert running, "the stream was closed before the client hung up, five times"
         assert wait_until(lambda: engine.active == 0, timeout=2.0)
-        assert engine.cancelled == 1
+        assert engine.cancelled == cancelled_before + 1
     finally:
         gc.enable()
 
