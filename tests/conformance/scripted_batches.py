@@ -251,12 +251,7 @@ def make_app() -> Any:
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        raw = b""
-        while True:
-            event = await receive()
-            raw += event.get("body", b"")
-            if not event.get("more_body"):
-                break
+        raw = await scripted_target.read_body(receive)
         method, path = scope["method"], scope["path"]
         if path == BATCHES or path.startswith(f"{BATCHES}/"):
             headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
@@ -272,12 +267,6 @@ def make_app() -> Any:
 
             await scripted_target.app(scope, replay, send)
             return
-        headers_out = [
-            (b"content-type", media.encode()),
-            (b"request-id", b"req_scripted"),
-            (b"content-length", str(len(data)).encode()),
-        ]
-        await send({"type": "http.response.start", "status": status, "headers": headers_out})
-        await send({"type": "http.response.body", "body": data})
+        await scripted_target.respond(send, status, media, data)
 
     return app

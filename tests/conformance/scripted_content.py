@@ -347,18 +347,6 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """The ASGI app (run with fault_proxy.running_proxy)."""
     if scope["type"] != "http":
         return
-    raw = b""
-    while True:
-        event = await receive()
-        raw += event.get("body", b"")
-        if not event.get("more_body"):
-            break
+    raw = await base.read_body(receive)
     headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
-    status, media, data = route(scope["method"], scope["path"], raw, headers)
-    out = [
-        (b"content-type", media.encode()),
-        (b"request-id", b"req_scripted"),
-        (b"content-length", str(len(data)).encode()),
-    ]
-    await send({"type": "http.response.start", "status": status, "headers": out})
-    await send({"type": "http.response.body", "body": data})
+    await base.respond(send, *route(scope["method"], scope["path"], raw, headers))

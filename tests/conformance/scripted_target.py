@@ -323,17 +323,18 @@ def route(method: str, path: str, raw: bytes) -> tuple[int, str, bytes]:
     return 200, "application/json", json.dumps(message).encode()
 
 
-async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """The ASGI app (run with fault_proxy.running_proxy)."""
-    if scope["type"] != "http":
-        return
+async def read_body(receive: Any) -> bytes:
+    """The whole request body (ASGI), for the scripted targets."""
     raw = b""
     while True:
         event = await receive()
         raw += event.get("body", b"")
         if not event.get("more_body"):
-            break
-    status, media, data = route(scope["method"], scope["path"], raw)
+            return raw
+
+
+async def respond(send: Any, status: int, media: str, data: bytes) -> None:
+    """One whole response (ASGI), as every scripted target answers."""
     headers = [
         (b"content-type", media.encode()),
         (b"request-id", b"req_scripted"),
@@ -341,3 +342,11 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     ]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": data})
+
+
+async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """The ASGI app (run with fault_proxy.running_proxy)."""
+    if scope["type"] != "http":
+        return
+    raw = await read_body(receive)
+    await respond(send, *route(scope["method"], scope["path"], raw))

@@ -19,7 +19,7 @@ import pytest
 
 from conformance import coverage
 from conformance.batches import parse_jsonl, parse_time
-from conformance.catalogue import REGISTRY, Level
+from conformance.catalogue import REGISTRY
 from conformance.checks import ConformanceFailure
 from conformance.plugin import KEEP_EXCHANGES_ENV
 from conformance.properties import load_all
@@ -28,6 +28,7 @@ from . import scripted_batches, scripted_target
 from .batch_faults import CATALOGUE_REASONS, EXTRA_BATCH_FAULTS, NEVER_ENDS
 from .fault_proxy import Fault, FaultProxy, Request, Response, running_proxy
 from .faults import error, fault_catalogue
+from .proofs import assert_each_fails_on_its_fault, broken
 from .suite import API_KEY, SCRIPTED_PROFILE, run_suite, verdicts
 
 SELECTION = ["-k", "batch"]
@@ -38,10 +39,6 @@ def judged() -> set[str]:
     """The properties of the selection: every one that needs batches."""
     load_all()
     return {pid for pid, prop in REGISTRY.items() if "batches" in prop.requires}
-
-
-def broken(pid: str) -> str:
-    return "FAIL" if REGISTRY[pid].level is Level.MUST else "WARN"
 
 
 @pytest.fixture
@@ -120,15 +117,7 @@ def test_a_correct_target_passes(batches_url, profile, tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_each_property_fails_on_its_fault(batches_url, profile, tmp_path):
-    proxy = FaultProxy(batches_url, fault_catalogue(API_KEY))
-    with running_proxy(proxy) as url:
-        code, index, output = run(url, tmp_path, profile)
-    expected = {pid: broken(pid) for pid in judged()}
-    got = verdicts(index)
-    wrong = {pid: got.get(pid) for pid in expected if got.get(pid) != expected[pid]}
-    assert not wrong, f"{wrong}\n{details(index, set(wrong))}\n{output[-3000:]}"
-    assert set(proxy.applied) == set(expected), "every fault was exercised"
-    assert code == 1
+    index, _ = assert_each_fails_on_its_fault(batches_url, judged(), lambda url: run(url, tmp_path, profile))
     # Each fails for its own rule, not a neighbour's.
     reasons = {p["id"]: p["reason"] for p in index["properties"]}
     assert reasons == CATALOGUE_REASONS, details(

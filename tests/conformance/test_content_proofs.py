@@ -12,7 +12,6 @@ context management; it refuses images and citations).
 from __future__ import annotations
 
 import io
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,14 +21,15 @@ from PIL import Image
 from pypdf import PdfReader
 
 from conformance import content
-from conformance.catalogue import REGISTRY, Level
+from conformance.catalogue import REGISTRY
 from conformance.properties import load_all
 
 from . import scripted_content, scripted_target
 from .content_faults import EXTRA_CONTENT_FAULTS
 from .fault_proxy import Fault, FaultProxy, Request, Response, running_proxy
-from .faults import error, fault_catalogue
-from .suite import API_KEY, run_suite, verdicts
+from .faults import error
+from .proofs import assert_each_fails_on_its_fault
+from .suite import run_suite, verdicts
 
 AREAS = ("DOC", "IMG", "CTX")
 SELECTION = ["-k", "test_doc_ or test_img_ or test_ctx_"]
@@ -121,16 +121,7 @@ def test_a_correct_target_passes(content_url, profile, tmp_path):
 
 @pytest.mark.slow
 def test_each_property_fails_on_its_fault(content_url, profile, tmp_path):
-    proxy = FaultProxy(content_url, fault_catalogue(API_KEY))
-    with running_proxy(proxy) as url:
-        code, index, output = run(url, tmp_path, profile)
-    expected = {pid: "FAIL" if REGISTRY[pid].level is Level.MUST else "WARN" for pid in judged()}
-    got = verdicts(index)
-    wrong = {pid: got.get(pid) for pid in expected if got.get(pid) != expected[pid]}
-    details = [p for p in index["properties"] if p["id"] in wrong]
-    assert not wrong, f"{wrong}\n{json.dumps(details, indent=1)[:6000]}\n{output[-3000:]}"
-    assert set(proxy.applied) == set(expected), "every fault was exercised"
-    assert code == 1
+    assert_each_fails_on_its_fault(content_url, judged(), lambda url: run(url, tmp_path, profile))
 
 
 @pytest.mark.slow

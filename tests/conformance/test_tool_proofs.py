@@ -8,18 +8,18 @@ test_fault_proofs.py proves the same on the reference server, once it serves the
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from conformance.catalogue import REGISTRY, Level
+from conformance.catalogue import REGISTRY
 from conformance.properties import load_all
 
 from . import scripted_target
 from .fault_proxy import Fault, FaultProxy, Request, Response, running_proxy
-from .faults import error, fault_catalogue
-from .suite import API_KEY, run_suite, verdicts
+from .faults import error
+from .proofs import assert_each_fails_on_its_fault
+from .suite import run_suite, verdicts
 
 pytestmark = [pytest.mark.slow]
 
@@ -57,16 +57,7 @@ def test_a_correct_target_passes(scripted_url, profile, tmp_path):
 
 
 def test_each_property_fails_on_its_fault(scripted_url, profile, tmp_path):
-    proxy = FaultProxy(scripted_url, fault_catalogue(API_KEY))
-    with running_proxy(proxy) as url:
-        code, index, output = run(url, tmp_path, profile)
-    expected = {pid: "FAIL" if REGISTRY[pid].level is Level.MUST else "WARN" for pid in judged()}
-    got = verdicts(index)
-    wrong = {pid: got.get(pid) for pid in expected if got.get(pid) != expected[pid]}
-    details = [p for p in index["properties"] if p["id"] in wrong]
-    assert not wrong, f"{wrong}\n{json.dumps(details, indent=1)[:6000]}\n{output[-3000:]}"
-    assert set(proxy.applied) == set(expected), "every fault was exercised"
-    assert code == 1
+    assert_each_fails_on_its_fault(scripted_url, judged(), lambda url: run(url, tmp_path, profile))
 
 
 def _refuse_features(request: Request) -> Request | Response:
