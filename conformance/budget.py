@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from hypothesis import reject, settings
 
-__all__ = ["budgeted"]
+__all__ = ["Tally", "budgeted"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -55,3 +55,30 @@ def budgeted(seconds: float) -> Callable[[F], F]:
         return run  # type: ignore[return-value]
 
     return wrap
+
+
+class Tally:
+    """Examples of a generated property judged, and not judged because their answer was cut by
+    max_tokens (the costly kind: a whole max_tokens of generation each). When the first `limit`
+    examples could not be judged, the target's answers to generated requests are not judgeable
+    here: the rest are rejected before anything is sent, and the property is SKIP at once
+    instead of after a budget's worth of requests."""
+
+    def __init__(self, limit: int = 2) -> None:
+        self.judged = 0
+        self.unjudged = 0
+        self.limit = limit
+
+    @property
+    def hopeless(self) -> bool:
+        return self.judged == 0 and self.unjudged >= self.limit
+
+    def next_example(self) -> None:
+        """Call first in each example: rejects it (nothing sent) once the property is hopeless."""
+        if self.hopeless and not _unbounded():
+            reject()
+
+    def skip_reason(self, what: str) -> str:
+        if self.hopeless:
+            return f"the first {self.unjudged} generated {what} could not be judged, so no more were sent"
+        return f"no generated {what} could be judged"

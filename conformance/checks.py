@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Iterable, Iterator
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NoReturn
 
 import httpx
 
@@ -19,21 +21,29 @@ from conformance import schemas
 __all__ = [
     "ERROR_STATUS",
     "GA_STOP_REASONS",
+    "Breakage",
     "Cases",
     "ConformanceFailure",
+    "NotJudged",
     "Unsupported",
     "expect",
     "expect_envelope",
     "expect_equal",
     "expect_error",
+    "expect_id_prefix",
     "expect_json",
     "expect_no_schema_errors",
     "expect_status",
     "json_body",
     "json_object",
+    "not_judged",
+    "note",
+    "precondition",
     "read",
     "read_optional",
+    "request_label",
     "stop_reason",
+    "take_notes",
 ]
 
 # The GA stop reasons (SDK types/stop_reason.py); model_context_window_exceeded is GA since 0.119.
@@ -64,18 +74,100 @@ ERROR_STATUS: dict[str, int] = {
 }
 
 
-class ConformanceFailure(AssertionError):
-    """The target broke the property. `reason` is a short machine-readable code."""
+@dataclass(frozen=True, slots=True)
+class Breakage:
+    """One broken rule: a property's, or one of its sub-cases' (`case`). `subject` says what the
+    target did, in words every property it broke shares (the reports group failures by it)."""
 
-    def __init__(self, expected: str, actual: str, *, reason: str = "mismatch") -> None:
+    expected: str
+    actual: str
+    reason: str
+    subject: str | None = None
+    case: str | None = None
+
+    def as_dict(self) -> dict[str, str | None]:
+        return {
+            "case": self.case,
+            "expected": self.expected,
+            "actual": self.actual,
+            "reason": self.reason,
+            "subject": self.subject,
+        }
+
+
+class ConformanceFailure(AssertionError):
+    """The target broke the property. `reason` is a short machine-readable code; `subject` what
+    the target did (for grouping causes); `subcases` every broken sub-case, when there are some."""
+
+    def __init__(
+        self,
+        expected: str,
+        actual: str,
+        *,
+        reason: str = "mismatch",
+        subject: str | None = None,
+        subcases: Iterable[Breakage] = (),
+    ) -> None:
         super().__init__(f"Expected: {expected}\nActual:   {actual}")
         self.expected = expected
         self.actual = actual
         self.reason = reason
+        self.subject = subject
+        self.subcases = tuple(subcases)
+
+    def breakages(self) -> list[Breakage]:
+        """Each broken rule on its own: the sub-cases, or the failure itself."""
+        if self.subcases:
+            return list(self.subcases)
+        return [Breakage(self.expected, self.actual, self.reason, self.subject)]
 
 
 class Unsupported(Exception):
     """The target declares (or shows) that an optional feature is absent."""
+
+
+class NotJudged(Exception):
+    """The property cannot be judged on this target: what it builds on did not hold. That is
+    the rule of another property (`judged_by`), which gives the verdict; this one is SKIP."""
+
+    def __init__(self, reason: str, judged_by: str | None = None) -> None:
+        super().__init__(reason if judged_by is None else f"{reason} ({judged_by} judges that)")
+        self.reason = reason
+        self.judged_by = judged_by
+
+
+def not_judged(reason: str, *, judged_by: str | None = None) -> NoReturn:
+    raise NotJudged(reason, judged_by)
+
+
+@contextlib.contextmanager
+def precondition(what: str, *, judged_by: str) -> Iterator[None]:
+    """What the property builds on, judged by another property: a failure inside is not this
+    property's (SKIP, naming `judged_by`), so one cause is one failure."""
+    try:
+        yield
+    except ConformanceFailure as failure:
+        raise NotJudged(f"{what} did not hold: {_first(failure.actual)}", judged_by) from None
+
+
+def _first(text: str, limit: int = 200) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+# Notes of the running property (a sub-case not judged, ...): the plugin takes them per property.
+_NOTES: list[str] = []
+
+
+def note(text: str) -> None:
+    """Say something about the running property's verdict (shown with it, even on a PASS)."""
+    _NOTES.append(text)
+
+
+def take_notes() -> list[str]:
+    taken = list(_NOTES)
+    _NOTES.clear()
+    return taken
 
 
 def _short(value: Any, limit: int = 400) -> str:
@@ -83,14 +175,75 @@ def _short(value: Any, limit: int = 400) -> str:
     return text if len(text) <= limit else text[:limit] + f"… ({len(text)} chars)"
 
 
-def expect(condition: bool, expected: str, actual: Any, *, reason: str = "mismatch") -> None:
+def expect(
+    condition: bool, expected: str, actual: Any, *, reason: str = "mismatch", subject: str | None = None
+) -> None:
     if not condition:
-        raise ConformanceFailure(expected, _short(actual), reason=reason)
+        raise ConformanceFailure(expected, _short(actual), reason=reason, subject=subject)
 
 
-def expect_equal(actual: Any, wanted: Any, what: str, *, reason: str = "mismatch") -> None:
+def expect_equal(
+    actual: Any, wanted: Any, what: str, *, reason: str = "mismatch", subject: str | None = None
+) -> None:
     if actual != wanted:
-        raise ConformanceFailure(f"{what} == {_short(wanted)}", _short(actual), reason=reason)
+        expected = f"{what} == {_short(wanted)}"
+        raise ConformanceFailure(expected, _short(actual), reason=reason, subject=subject)
+
+
+def expect_id_prefix(value: str, prefix: str, what: str) -> None:
+    """An id with its documented prefix (`msg_`, `toolu_`, `msgbatch_`, `req_`)."""
+    expect(
+        value.startswith(prefix),
+        f"{what} starting with {prefix}",
+        value,
+        reason="id-prefix",
+        subject=f"{what}s do not start with {prefix} ({value[:12]}…)",
+    )
+
+
+def request_label(request: Any) -> str:
+    """`POST /v1/messages`, with ` (stream)` for a streaming request: the request, for a cause
+    (an httpx or httpx2 request: the SDK's client is httpx2)."""
+    if request is None:
+        return "a request"
+    label = f"{request.method} {request.url.path}"
+    try:
+        body = json.loads(request.content) if request.content else None
+    except Exception:  # a request not read yet (httpx or httpx2), or a body that is not JSON
+        body = None
+    if isinstance(body, dict) and body.get("stream") is True:
+        label += " (stream)"
+    return label
+
+
+def _request_of(response: httpx.Response) -> httpx.Request | None:
+    try:
+        return response.request
+    except RuntimeError:  # a Response built by hand (tests) has none
+        return None
+
+
+def body_shape(response: httpx.Response) -> str:
+    """What an answer's body is, in words shared by every answer of that kind: an Anthropic error
+    with its type and message, another JSON shape by its keys, or not JSON."""
+    try:
+        body = response.json()
+    except (ValueError, UnicodeDecodeError):
+        return "a body that is not JSON" if response.content else "an empty body"
+    inner = body.get("error") if isinstance(body, dict) else None
+    if isinstance(body, dict) and body.get("type") == "error" and isinstance(inner, dict):
+        message = inner.get("message")
+        words = f": {_first(message, 100)}" if isinstance(message, str) and message else ""
+        return f"{inner.get('type')}{words}"
+    if isinstance(body, dict):
+        return "a body with keys " + ", ".join(sorted(map(str, body))[:6])
+    return f"a JSON {type(body).__name__} body"
+
+
+def status_subject(response: httpx.Response) -> str:
+    """`POST /v1/messages answered HTTP 500 (api_error: boom)`: the cause of a wrong status."""
+    label = request_label(_request_of(response))
+    return f"{label} answered HTTP {response.status_code} ({body_shape(response)})"
 
 
 def expect_status(response: httpx.Response, wanted: int | Iterable[int]) -> None:
@@ -100,6 +253,7 @@ def expect_status(response: httpx.Response, wanted: int | Iterable[int]) -> None
             f"HTTP status {' or '.join(map(str, sorted(allowed)))}",
             f"HTTP {response.status_code}: {_short(response.text)}",
             reason="wrong-status",
+            subject=status_subject(response),
         )
 
 
@@ -108,7 +262,11 @@ def json_body(response: httpx.Response) -> Any:
         return response.json()
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise ConformanceFailure(
-            "a JSON body", _short(response.text or "<empty body>"), reason="not-json"
+            "a JSON body",
+            _short(response.text or "<empty body>"),
+            reason="not-json",
+            subject=f"{request_label(_request_of(response))} answered HTTP {response.status_code} "
+            f"with {body_shape(response)}",
         ) from None
 
 
@@ -116,7 +274,9 @@ def json_object(response: httpx.Response, what: str) -> dict[str, Any]:
     """The body as a JSON object (any other JSON value is the target's failure)."""
     body = json_body(response)
     if not isinstance(body, dict):
-        raise ConformanceFailure(f"{what}: a JSON object", _short(body), reason="wrong-type")
+        raise ConformanceFailure(
+            f"{what}: a JSON object", _short(body), reason="wrong-type", subject=f"{what} is not an object"
+        )
     return body
 
 
@@ -128,6 +288,7 @@ def expect_json(response: httpx.Response) -> Any:
         "Content-Type: application/json",
         media or "<no content-type>",
         reason="content-type",
+        subject=f"{request_label(_request_of(response))} answered Content-Type {media or 'none'}",
     )
     return json_body(response)
 
@@ -135,7 +296,9 @@ def expect_json(response: httpx.Response) -> Any:
 def expect_no_schema_errors(errors: list[schemas.SchemaError], what: str) -> None:
     if errors:
         details = "; ".join(str(error) for error in errors[:5])
-        raise ConformanceFailure(f"{what} valid against schemas/", details, reason="schema")
+        raise ConformanceFailure(
+            f"{what} valid against schemas/", details, reason="schema", subject=f"{what}: {errors[0]}"
+        )
 
 
 # ------------------------------------------------------------------ accessors
@@ -189,7 +352,12 @@ def read(data: Any, path: str, kind: type = object, *, where: str, nullable: boo
     wanted = _JSON_TYPES.get(kind, "a value") + (" or null" if nullable else "")
     value = _walk(data, path)
     if value is _MISSING:
-        raise ConformanceFailure(f"{where} with `{path}` ({wanted})", f"no `{path}`", reason="missing-field")
+        raise ConformanceFailure(
+            f"{where} with `{path}` ({wanted})",
+            f"no `{path}`",
+            reason="missing-field",
+            subject=f"{where} has no `{_generic(path)}`",
+        )
     if value is None and nullable:
         return None
     if value is None or not _is(value, kind):
@@ -197,8 +365,14 @@ def read(data: Any, path: str, kind: type = object, *, where: str, nullable: boo
             f"{where}: `{path}` {wanted}",
             f"`{path}` is {_json_type_name(value)}: {_short(json.dumps(value, default=str), 120)}",
             reason="wrong-type",
+            subject=f"{where}: `{_generic(path)}` is {_json_type_name(value)}",
         )
     return value
+
+
+def _generic(path: str) -> str:
+    """`content.0.text` -> `content[].text`: the field, whichever element broke it."""
+    return re.sub(r"\.(\d+)(?=\.|$)", "[]", path)
 
 
 def read_optional(data: Any, path: str, kind: type = object, *, where: str, default: Any = None) -> Any:
@@ -218,6 +392,7 @@ def stop_reason(data: Any, path: str = "stop_reason", *, where: str) -> str:
         f"{where}: `{path}` one of {sorted(GA_STOP_REASONS)}",
         value,
         reason="stop-reason",
+        subject=f"stop_reason {value!r}, not a documented value",
     )
     return value
 
@@ -230,10 +405,14 @@ class Cases:
         with cases.case(f"missing {field}"):
             ...
     cases.check()
+
+    A sub-case whose precondition fails (`precondition`, `not_judged`) is not judged: the
+    others still are, and the property is SKIP only when none could be.
     """
 
     def __init__(self) -> None:
         self.broken: list[tuple[str, ConformanceFailure]] = []
+        self.unjudged: list[tuple[str, NotJudged]] = []
         self.count = 0
 
     @contextlib.contextmanager
@@ -243,59 +422,86 @@ class Cases:
             yield
         except ConformanceFailure as failure:
             self.broken.append((name, failure))
+        except NotJudged as skipped:
+            self.unjudged.append((name, skipped))
 
     def check(self) -> None:
-        if not self.broken:
-            return
-        if len(self.broken) == 1 and self.count == 1:
-            raise self.broken[0][1]
-        expected = "\n".join(f"[{name}] {failure.expected}" for name, failure in self.broken)
-        actual = "\n".join(f"[{name}] {failure.actual}" for name, failure in self.broken)
-        summary = f"{len(self.broken)} of {self.count} sub-cases broken"
-        raise ConformanceFailure(
-            f"every sub-case holds; {expected}", f"{summary}: {actual}", reason=self.broken[0][1].reason
-        )
+        unjudged = "; ".join(f"[{name}] {skipped}" for name, skipped in self.unjudged)
+        if self.broken:
+            if len(self.broken) == 1 and self.count == 1:
+                raise self.broken[0][1]
+            subcases = [
+                Breakage(b.expected, b.actual, b.reason, b.subject, f"{name} / {b.case}" if b.case else name)
+                for name, failure in self.broken
+                for b in failure.breakages()
+            ]
+            expected = "\n".join(f"[{b.case}] {b.expected}" for b in subcases)
+            actual = "\n".join(f"[{b.case}] {b.actual}" for b in subcases)
+            summary = f"{len(self.broken)} of {self.count} sub-cases broken"
+            if self.unjudged:
+                summary += f" ({len(self.unjudged)} not judged: {unjudged})"
+            raise ConformanceFailure(
+                f"every sub-case holds; {expected}",
+                f"{summary}: {actual}",
+                reason=subcases[0].reason,
+                subject=subcases[0].subject,
+                subcases=subcases,
+            )
+        if self.unjudged and len(self.unjudged) == self.count:
+            first = self.unjudged[0][1]
+            if self.count == 1:
+                raise first
+            raise NotJudged(f"no sub-case could be judged: {unjudged}", first.judged_by)
+        if self.unjudged:
+            note(f"{len(self.unjudged)} of {self.count} sub-cases not judged: {unjudged}")
 
 
 # ------------------------------------------------------------------ errors
 
 
-def _error_type(body: Any) -> Any:
-    """`error.type` wherever a body puts it (the Anthropic envelope, or an OpenAI-shaped one)."""
-    inner = body.get("error") if isinstance(body, dict) else None
-    return inner.get("type") if isinstance(inner, dict) else None
-
-
 def expect_error(response: httpx.Response, status: int | Iterable[int], error_type: str | None) -> Any:
-    """The documented answer to a request the API refuses: the status, and `error.type` where the
-    body states one. The envelope itself (`{"type":"error",...,"request_id"}`, the schema) is
-    judged by `expect_envelope` in the properties whose rule it is (ERR-021, ERR-023), so one
-    envelope bug is one failure, not one per error property."""
+    """The documented answer to a request the API refuses: the status, and a body in the error
+    envelope (`{"type":"error","error":{"type","message"}}`) with the wanted `error.type`. The
+    rest of the envelope's schema (`request_id`) is the rule of ERR-021 and ERR-023."""
     expect_status(response, status)
-    try:
-        body = response.json()
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    kind = _error_type(body)
-    if error_type is not None and kind is not None:
-        expect_equal(kind, error_type, "error.type", reason="error-type")
+    body = _envelope(response)
+    if error_type is not None:
+        expect_equal(
+            body["error"].get("type"),
+            error_type,
+            "error.type",
+            reason="error-type",
+            subject=f"HTTP {response.status_code} with error.type {body['error'].get('type')!r}",
+        )
     return body
+
+
+def _envelope(response: httpx.Response) -> dict[str, Any]:
+    """The error body as the docs shape it: a JSON object with type "error" and an `error`
+    object holding a string `type` and `message`."""
+    body = json_body(response)
+    inner = body.get("error") if isinstance(body, dict) else None
+    expect(
+        isinstance(body, dict)
+        and body.get("type") == "error"
+        and isinstance(inner, dict)
+        and isinstance(inner.get("type"), str)
+        and isinstance(inner.get("message"), str),
+        'an error envelope {"type":"error","error":{"type","message"}}',
+        body,
+        reason="envelope",
+        subject=f"an error answered with {body_shape(response)}, not the Anthropic envelope",
+    )
+    return body  # type: ignore[no-any-return]
 
 
 def expect_envelope(
     response: httpx.Response, status: int | Iterable[int], error_type: str | None
 ) -> dict[str, Any]:
-    """An Anthropic error in full: the status, a JSON envelope `{"type":"error","error":{"type",
-    "message"},"request_id"}` valid against the schema, and the wanted `error.type`."""
+    """An Anthropic error in full: the status, Content-Type application/json, the envelope valid
+    against the schema (`request_id` included), and the wanted `error.type`."""
     expect_status(response, status)
-    body = expect_json(response)
-    expect(
-        isinstance(body, dict) and body.get("type") == "error" and isinstance(body.get("error"), dict),
-        'an error envelope {"type":"error","error":{...}}',
-        body,
-        reason="envelope",
-    )
+    expect_json(response)
+    body: dict[str, Any] = expect_error(response, response.status_code, error_type)
     expect_no_schema_errors(schemas.validate_error(body), "the error envelope")
-    if error_type is not None:
-        expect_equal(body["error"].get("type"), error_type, "error.type", reason="error-type")
-    return body  # type: ignore[no-any-return]
+    return body

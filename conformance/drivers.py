@@ -33,17 +33,23 @@ from conformance.target import Target
 
 __all__ = [
     "COMMON_STOPS",
+    "END_TURN_MAX_TOKENS",
+    "END_TURN_PROMPTS",
     "LONG_ANSWER_PROMPT",
     "StreamRun",
     "count_text_tokens",
     "create_json",
+    "create_within_max_tokens",
+    "end_turn_bodies",
     "expect_message",
     "expect_no_violations",
     "expect_stream",
     "expect_valid_message",
     "expect_within_max_tokens",
+    "max_text_bytes",
     "message_body",
     "sdk_call",
+    "short_answer_bodies",
     "stop_sequence_body",
     "stream_raw",
     "text_of",
@@ -67,6 +73,48 @@ def message_body(target: Target, **changes: Any) -> dict[str, Any]:
     }
     body.update(changes)
     return body
+
+
+# Requests after which any instruct model is most likely done: the answer is in the prefill.
+END_TURN_PROMPTS = (
+    ("Reply with one word: yes or no. Is water wet?", "Yes."),
+    ("What is 2 + 2? Reply with the number only.", "4"),
+    ('Say "OK" and nothing else.', "OK"),
+    ("Reply with exactly: Done.", "Done."),
+)
+END_TURN_MAX_TOKENS = 64
+
+
+def end_turn_bodies(target: Target) -> list[dict[str, Any]]:
+    """Requests (END_TURN_PROMPTS, prefilled with their whole answer) that a model ends by
+    itself, well before max_tokens: try them in turn until one ends with end_turn."""
+    return [
+        message_body(
+            target,
+            max_tokens=END_TURN_MAX_TOKENS,
+            messages=[{"role": "user", "content": question}, {"role": "assistant", "content": answer}],
+        )
+        for question, answer in END_TURN_PROMPTS
+    ]
+
+
+# Questions most instruct models answer in a few words and then end their turn: a natural end
+# that carries text (the prefilled END_TURN_PROMPTS often end with no text at all).
+SHORT_ANSWER_PROMPTS = (
+    "Reply with one word: yes or no. Is water wet?",
+    "What is the capital of France? Answer in one word.",
+    "What is 2 + 2? Reply with the number only.",
+)
+SHORT_ANSWER_MAX_TOKENS = 32
+
+
+def short_answer_bodies(target: Target) -> list[dict[str, Any]]:
+    """Requests a model answers in a few words and then ends by itself: try them in turn until
+    one ends with end_turn and some text."""
+    return [
+        message_body(target, max_tokens=SHORT_ANSWER_MAX_TOKENS, messages=[{"role": "user", "content": q}])
+        for q in SHORT_ANSWER_PROMPTS
+    ]
 
 
 def stop_sequence_body(target: Target, **changes: Any) -> dict[str, Any]:
@@ -166,6 +214,29 @@ def count_text_tokens(target: Target, text: str) -> int | None:
 _MAX_BYTES_PER_TOKEN = 32
 
 
+def max_text_bytes(max_tokens: int) -> int:
+    """Text longer than this many bytes proves max_tokens ignored, whatever the tokenizer: a
+    stream judged on max_tokens stops being read there (the target need not be waited for)."""
+    return _MAX_BYTES_PER_TOKEN * max_tokens + 64
+
+
+def create_within_max_tokens(target: Target, body: dict[str, Any], *, where: str) -> dict[str, Any]:
+    """POST a request whose max_tokens is judged and return the Message. A target too slow to
+    answer within --timeout is asked the same request streamed, read for at most as long and as
+    much text as proves max_tokens ignored: a target that ignores max_tokens fails for that,
+    with how much text arrived, not for being slow."""
+    try:
+        return create_json(target, body)
+    except (httpx.ReadTimeout, httpx.WriteTimeout) as slow:
+        limit = int(body["max_tokens"])
+        run = stream_raw(target, body, max_text=max_text_bytes(limit))
+        if run.status != 200 or len(run.text.encode()) <= limit:
+            raise slow from None
+        waited = f"no answer within {target.config.timeout:g} s"
+        expect_within_max_tokens(target, run.text, None, limit, where=f"{where} ({waited}; streamed instead)")
+        raise slow from None
+
+
 def expect_within_max_tokens(
     target: Target, text: str, output_tokens: int | None, max_tokens: int, *, where: str, count: bool = True
 ) -> None:
@@ -178,23 +249,28 @@ def expect_within_max_tokens(
             f"{where}: usage.output_tokens <= max_tokens ({max_tokens})",
             output_tokens,
             reason="usage",
+            subject=f"usage.output_tokens over max_tokens {max_tokens}",
         )
     size = len(text.encode())
     if size <= max_tokens:
         return  # every token is at least one byte
-    expect(
-        size <= _MAX_BYTES_PER_TOKEN * max_tokens + 64,
-        f"{where}: at most {max_tokens} tokens of text (about {_MAX_BYTES_PER_TOKEN * max_tokens} bytes)",
-        f"{size} bytes of text: {text[:200]!r}",
-        reason="max-tokens-ignored",
-    )
+    ignored = f"max_tokens ignored: more text than max_tokens {max_tokens} allows"
     measured = count_text_tokens(target, text) if count else None
+    expect(
+        size <= max_text_bytes(max_tokens),
+        f"{where}: at most {max_tokens} tokens of text (about {_MAX_BYTES_PER_TOKEN * max_tokens} bytes)",
+        f"{size} bytes of text{'' if measured is None else f' ({measured} tokens by count_tokens)'} for "
+        f"max_tokens {max_tokens}: {text[:200]!r}",
+        reason="max-tokens-ignored",
+        subject=ignored,
+    )
     if measured is not None:
         expect(
             measured <= max_tokens + 2,
             f"{where}: at most {max_tokens} generated tokens (by the target's count_tokens, +2 slack)",
-            f"{measured} tokens of text: {text[:200]!r}",
+            f"{measured} tokens of text for max_tokens {max_tokens}: {text[:200]!r}",
             reason="max-tokens-ignored",
+            subject=ignored,
         )
 
 
@@ -257,8 +333,9 @@ def stream_raw(
     target: Target, body: dict[str, Any], *, max_text: int | None = None, **kwargs: Any
 ) -> StreamRun:
     """POST a `stream: true` request and read the whole stream from the wire. With `max_text`,
-    stop reading once the text deltas exceed that many bytes (`truncated`): a target that
-    ignores max_tokens is judged on what it sent, not waited for."""
+    stop reading once the text deltas exceed that many bytes, or once the stream has run for
+    --timeout (`truncated`): a target that ignores max_tokens is judged on what it sent, not
+    waited for."""
     body = {**body, "stream": True}
     started = time.monotonic()
     truncated = False
@@ -274,7 +351,9 @@ def stream_raw(
             for event in parser.feed(chunk):
                 arrivals.append(time.monotonic() - started)
                 text_bytes += len(_delta_text(event.json).encode())
-            if max_text is not None and text_bytes > max_text:
+            if max_text is not None and (
+                text_bytes > max_text or time.monotonic() - started > target.config.timeout
+            ):
                 truncated = True
                 break
         transcript = parser.close()

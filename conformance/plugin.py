@@ -26,7 +26,7 @@ from rich.markup import escape
 
 from conformance import __version__
 from conformance.catalogue import Property, property_of
-from conformance.checks import ConformanceFailure, Unsupported
+from conformance.checks import ConformanceFailure, NotJudged, Unsupported, request_label, take_notes
 from conformance.determinism import Determinism, probe_determinism
 from conformance.features import Features
 from conformance.hypothesis_profiles import register_profiles
@@ -200,7 +200,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if os.environ.get(KEEP_EXCHANGES_ENV) and state.target is not None:
             write_exchanges(state.report_dir, prop.id, state.target.recorder.exchanges)
         _print_progress(state, result)
-        if result.verdict in (Verdict.UNSUPPORTED, Verdict.WARN):
+        if result.verdict in (Verdict.UNSUPPORTED, Verdict.WARN, Verdict.SKIP):
             report.outcome = "skipped"  # pytest's own tally is not the gate
             report.longrepr = ("", 0, result.verdict.value)
 
@@ -209,7 +209,7 @@ def _result(
     prop: Property, call: pytest.CallInfo[None], report: pytest.TestReport, state: RunState
 ) -> Result:
     exchanges = state.target.recorder.exchanges if state.target else []
-    result = Result(prop, Verdict.PASS, call.duration)
+    result = Result(prop, Verdict.PASS, call.duration, notes=take_notes())
     if report.passed:
         return result
     excinfo = call.excinfo
@@ -223,14 +223,20 @@ def _result(
     broken = verdict_for_breakage(prop.level)
     if isinstance(exc, Unsupported):
         result.verdict, result.message, result.evidence = Verdict.UNSUPPORTED, str(exc), []
+    elif isinstance(exc, NotJudged):
+        result.verdict, result.message, result.judged_by = Verdict.SKIP, str(exc), exc.judged_by
+        result.evidence = []  # the evidence is the judging property's
     elif isinstance(exc, ConformanceFailure):
         result.verdict = broken
         result.reason, result.expected, result.actual = exc.reason, exc.expected, exc.actual
+        result.subject = exc.subject
+        result.subcases = [b.as_dict() for b in exc.subcases]
     elif isinstance(exc, anthropic.APIStatusError):
         result.verdict = broken
         result.reason = "unexpected-error-status"
         result.expected = "a successful response to a valid request"
         result.actual = f"HTTP {exc.status_code}: {exc.message}"
+        result.subject = f"{request_label(exc.request)} answered HTTP {exc.status_code} (through the SDK)"
     elif isinstance(exc, anthropic.APIResponseValidationError):
         result.verdict = broken
         result.reason = "sdk-rejected-response"
@@ -323,12 +329,27 @@ def _print_progress(state: RunState, result: Result) -> None:
     title = escape(result.property.title)
     line = f"[{colour}]{result.verdict.value:<11}[/] {result.property.id:<11} {title}"
     state.console.print(f"{line} [dim]{result.duration:.1f}s[/]")
-    if result.verdict in (Verdict.FAIL, Verdict.WARN) and (result.expected or result.actual):
-        state.console.print(f"            [dim]Expected: {escape(first_line(result.expected, 140))}[/]")
-        state.console.print(f"            [dim]Actual:   {escape(first_line(result.actual, 140))}[/]")
-    elif result.verdict in (Verdict.FAIL, Verdict.WARN, Verdict.ERROR):
-        detail = result.actual or result.message
-        state.console.print(f"            [dim]{escape(first_line(detail, 150))}[/]")
+    for detail in verdict_details(result):
+        state.console.print(f"            [dim]{escape(detail)}[/]")
+
+
+def verdict_details(result: Result) -> list[str]:
+    """The lines under a verdict on the console: every broken sub-case's Expected and Actual,
+    the reason of a SKIP or an ERROR, and the notes (sub-cases not judged)."""
+    lines: list[str] = []
+    if result.verdict in (Verdict.FAIL, Verdict.WARN):
+        broken = result.subcases or [{"case": None, "expected": result.expected, "actual": result.actual}]
+        for case in broken:
+            prefix = f"[{case['case']}] " if case.get("case") else ""
+            if case.get("expected") or case.get("actual"):
+                lines.append(f"{prefix}Expected: {first_line(case.get('expected'), 140)}")
+                lines.append(f"{' ' * len(prefix)}Actual:   {first_line(case.get('actual'), 140)}")
+        if not lines:
+            lines.append(first_line(result.message, 150))
+    elif result.verdict in (Verdict.ERROR, Verdict.SKIP) and result.message:
+        lines.append(first_line(result.message, 200))
+    lines += [first_line(text, 200) for text in result.notes]
+    return lines
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -371,6 +392,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         "seed": state.seed,
         "strict": state.strict,
         "baseline": str(state.baseline_path) if state.baseline_path else None,
+        "baseline_found": state.baseline_path is not None and state.baseline_path.exists(),
         "started_at": state.started_at,
         "duration_s": round(time.monotonic() - state.started, 1),
         "python": platform.python_version(),
@@ -394,8 +416,9 @@ def _print_summary(state: RunState, results: list[Result], gate: dict[str, Any],
     for result in results:
         tally[result.verdict] = tally.get(result.verdict, 0) + 1
     console.print("  ".join(f"[{_COLOURS[v]}]{v.value} {n}[/]" for v, n in sorted(tally.items()) if n))
+    has_baseline = state.baseline_path is not None and state.baseline_path.exists()
     for key, label in (
-        ("new_failures", "new failures"),
+        ("new_failures", "new failures" if has_baseline else "failures"),
         ("stale_baseline_entries", "stale baseline entries (they pass now)"),
         ("expected_failures", "expected failures (baseline)"),
         ("harness_errors", "harness errors"),
@@ -405,5 +428,9 @@ def _print_summary(state: RunState, results: list[Result], gate: dict[str, Any],
     for cause, ids in causes(results):
         if len(ids) > 1:
             console.print(f"[dim]one cause, {len(ids)} properties ({', '.join(ids)}):[/] {escape(cause)}")
+    slowest = sorted(results, key=lambda r: (-r.duration, r.property.id))[:10]
+    if slowest:
+        times = ", ".join(f"{r.property.id} {r.duration:.1f}s" for r in slowest)
+        console.print(f"[dim]slowest: {times}[/]")
     console.print(f"report: {escape(str(where / 'report.html'))}")
     console.print(f"gate: exit {gate['exit_code']}")

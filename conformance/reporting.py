@@ -23,7 +23,7 @@ from conformance.target import Exchange
 from conformance.verdicts import Gate, Result, Verdict, cause_of, causes, counts, first_line
 from conformance.verdicts import md_cell as _md
 
-__all__ = ["RunInfo", "build_index", "write_exchanges", "write_reports"]
+__all__ = ["RunInfo", "build_index", "slowest_properties", "write_exchanges", "write_reports"]
 
 # Failures first, then what needs a look, then the rest.
 _ORDER = {
@@ -56,6 +56,10 @@ def build_index(run: RunInfo, results: Sequence[Result], gate: Gate) -> dict[str
                 "actual": result.actual,
                 "message": result.message,
                 "cause": cause_of(result),
+                "subject": result.subject,
+                "subcases": result.subcases,
+                "judged_by": result.judged_by,
+                "notes": result.notes,
                 "evidence_file": f"cases/{prop.id}.json" if result.evidence else None,
             }
         )
@@ -111,7 +115,7 @@ def render_summary(index: dict[str, Any]) -> str:
         " · ".join(f"**{name}** {count}" for name, count in tally.items() if count),
         "",
         f"Gate: exit {gate['exit_code']}"
-        + (f" — new failures: {', '.join(gate['new_failures'])}" if gate["new_failures"] else "")
+        + (f" — {_failures_label(index)}: {', '.join(gate['new_failures'])}" if gate["new_failures"] else "")
         + (
             f" — stale baseline: {', '.join(gate['stale_baseline_entries'])}"
             if gate["stale_baseline_entries"]
@@ -141,18 +145,44 @@ def render_summary(index: dict[str, Any]) -> str:
     if broken:
         lines += ["| verdict | id | level | title | expected | actual |", "|---|---|---|---|---|---|"]
         for p in broken:
-            expected = _md(first_line(p["expected"], 120))
-            actual = _md(first_line(p["actual"] or p["message"], 160))
-            lines.append(
-                f"| {p['verdict']} | {p['id']} | {p['level']} | {_md(p['title'])} | {expected} | {actual} |"
-            )
+            for case, expected, actual in _broken_rows(p):
+                title = _md(p["title"] + (f" [{case}]" if case else ""))
+                lines.append(
+                    f"| {p['verdict']} | {p['id']} | {p['level']} | {title} "
+                    f"| {_md(first_line(expected, 120))} | {_md(first_line(actual, 160))} |"
+                )
         lines.append("")
+    unjudged = [p for p in _ordered(index) if p["verdict"] == "SKIP"]
+    if unjudged:
+        lines += ["Not judged (SKIP):", ""]
+        lines += [f"- {p['id']}: {_md(first_line(p['message'], 200))}" for p in unjudged]
+        lines.append("")
+    slowest = slowest_properties(index)
+    if slowest:
+        lines += ["Slowest: " + ", ".join(f"{p['id']} {p['duration_s']:.1f} s" for p in slowest), ""]
     lines += [
         f"{len(index['properties'])} properties · suite {index['suite']['version']} · "
         f"seed {index['seed']} · {index['duration_s']} s · run {index['run_id']}",
         "",
     ]
     return "\n".join(lines)
+
+
+def _broken_rows(p: dict[str, Any]) -> list[tuple[str | None, str | None, str | None]]:
+    """(sub-case, expected, actual) of each broken rule of a property: one row each."""
+    if p.get("subcases"):
+        return [(c.get("case"), c.get("expected"), c.get("actual")) for c in p["subcases"]]
+    return [(None, p["expected"], p["actual"] or p["message"])]
+
+
+def slowest_properties(index: dict[str, Any], count: int = 10) -> list[dict[str, Any]]:
+    """The properties that took longest, slowest first: where a run's time goes."""
+    return sorted(index["properties"], key=lambda p: (-p["duration_s"], p["id"]))[:count]
+
+
+def _failures_label(index: dict[str, Any]) -> str:
+    """A run gated by a baseline has new failures; a first run, without one, just failures."""
+    return "new failures" if index.get("baseline_found") else "failures"
 
 
 def render_junit(index: dict[str, Any], results: Sequence[Result]) -> str:
@@ -230,6 +260,8 @@ def render_html(index: dict[str, Any], results: Sequence[Result]) -> str:
                 )
             if p["message"]:
                 parts.append(f"<pre>{esc(p['message'])}</pre>")
+            for text in p.get("notes") or []:
+                parts.append(f'<p class="muted">{esc(text)}</p>')
             for n, exchange in enumerate(evidence.get(p["id"], []), start=1):
                 parts.append(
                     f"<details><summary>exchange {n}: {esc(exchange['request']['method'])} "
@@ -259,6 +291,10 @@ def render_html(index: dict[str, Any], results: Sequence[Result]) -> str:
         for name, f in features.items()
     )
     features_html = f"<h2>Optional features</h2><ul>{feature_list}</ul>" if features else ""
+    slow = ", ".join(
+        f"<code>{esc(p['id'])}</code> {p['duration_s']:.1f} s" for p in slowest_properties(index)
+    )
+    slow_html = f"<p>Slowest: {slow}</p>" if slow else ""
     return (
         "<!doctype html><html lang=en><meta charset=utf-8>"
         f"<title>Plumbline — {esc(target['url'])}</title><style>{_CSS}</style>"
@@ -269,8 +305,9 @@ def render_html(index: dict[str, Any], results: Sequence[Result]) -> str:
         f'<p class="counts">{chips}</p>'
         + features_html
         + causes_html
+        + slow_html
         + f"<p>Gate: exit {gate['exit_code']} · "
-        f"new failures: {esc(', '.join(gate['new_failures']) or 'none')}"
+        f"{_failures_label(index)}: {esc(', '.join(gate['new_failures']) or 'none')}"
         f" · stale baseline entries: {esc(', '.join(gate['stale_baseline_entries']) or 'none')}</p>"
         "<table><tr><th>verdict</th><th>id</th><th>level</th><th>property</th><th>s</th></tr>"
         + "".join(rows)

@@ -311,6 +311,57 @@ class Target:
         finally:
             response.close()
 
+    def post_oversized(self, path: str, body: bytes, *, budget: float) -> httpx.Response:
+        """POST a body too large to be taken (a 413 is expected) on a connection of its own:
+        sent in 1 MB chunks for at most `budget` seconds, the answer read only as far as its
+        first 64 KB, then the connection closed, so a target that reads the upload slowly costs
+        one bounded wait. Recorded as evidence, the body summarised (not 33 MB in a curl line)."""
+        started = time.monotonic()
+        headers = {**self.headers(), "connection": "close"}
+        if self.recorder.property_id:
+            headers[PROPERTY_HEADER] = self.recorder.property_id
+        exchange = Exchange("POST", f"{self.config.url.rstrip('/')}{path}", dict(headers), b"")
+        exchange.request_body = f"<{len(body)} bytes: {body[:80].decode('utf-8', 'replace')}…>".encode()
+        self.recorder.exchanges.append(exchange)
+
+        def chunks() -> Iterator[bytes]:
+            for offset in range(0, len(body), 1 << 20):
+                if time.monotonic() - started > budget:
+                    raise httpx.WriteTimeout(f"the target took more than {budget:g} s to read the body")
+                yield body[offset : offset + (1 << 20)]
+
+        timeout = httpx.Timeout(budget, connect=10.0)
+        with httpx.Client(base_url=self.config.url.rstrip("/"), timeout=timeout) as client:
+            try:
+                with client.stream("POST", path, content=chunks(), headers=headers) as answer:
+                    exchange.status = answer.status_code
+                    exchange.response_headers = dict(answer.headers)
+                    for piece in answer.iter_raw():
+                        exchange.response_body.extend(piece)
+                        if len(exchange.response_body) >= MAX_EVIDENCE_BYTES:
+                            break
+            except httpx.TransportError as exc:
+                exchange.error = f"{type(exc).__name__}: {exc}"
+                raise
+            finally:
+                exchange.elapsed = time.monotonic() - started
+        return httpx.Response(
+            exchange.status or 0,
+            headers=exchange.response_headers,
+            content=bytes(exchange.response_body),
+            request=httpx.Request("POST", exchange.url),
+        )
+
+    def settle(self, within: float) -> float | None:
+        """Wait until the target answers a cheap request again (after one that loaded it):
+        seconds waited, or None if it did not answer within `within`."""
+        started = time.monotonic()
+        while time.monotonic() - started < within:
+            if self.alive(timeout=max(1.0, within - (time.monotonic() - started))):
+                return time.monotonic() - started
+            time.sleep(0.5)
+        return None
+
     def close(self) -> None:
         self._sdk.close()
         self._http.close()

@@ -17,11 +17,15 @@ __all__ = [
     "EXIT_CONFORMANT",
     "EXIT_FAILED",
     "EXIT_HARNESS",
+    "Cause",
     "Gate",
     "Result",
     "Verdict",
+    "breakages_of",
+    "cause_key",
     "cause_of",
     "causes",
+    "causes_of",
     "compute_gate",
     "counts",
     "first_line",
@@ -56,6 +60,10 @@ class Result:
     actual: str | None = None
     message: str | None = None
     evidence: list[dict[str, Any]] = field(default_factory=list)
+    subject: str | None = None  # what the target did (checks.Breakage.subject)
+    subcases: list[dict[str, Any]] = field(default_factory=list)  # every broken sub-case (Breakage)
+    judged_by: str | None = None  # SKIP: the property that judges the precondition that failed
+    notes: list[str] = field(default_factory=list)  # e.g. sub-cases that could not be judged
 
 
 def verdict_for_breakage(level: Level) -> Verdict:
@@ -149,38 +157,83 @@ def first_line(text: str | None, limit: int = 200) -> str:
 
 
 _STATUS = re.compile(r"^HTTP (\d{3})\b")
+# Only the grouping key is normalised, never the text shown: ids, hex runs and long numbers
+# differ between requests of one cause; small numbers (a status, a count of 0) are the cause.
+_NOISE = (
+    (re.compile(r"\b(?:msg|toolu|srvtoolu|msgbatch|req|file|chatcmpl)[_-][A-Za-z0-9_-]+"), "<id>"),
+    (re.compile(r"\b[0-9a-fA-F-]{16,}\b"), "<hex>"),
+    (re.compile(r"\d{4,}"), "N"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Cause:
+    """What the target did, in words several broken properties (or sub-cases) share."""
+
+    key: str  # the text, normalised for grouping
+    text: str  # the first occurrence, as the target did it
+
+
+def cause_key(text: str) -> str:
+    for pattern, replacement in _NOISE:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def breakages_of(result: Result) -> list[dict[str, Any]]:
+    """Each broken rule of a FAIL or WARN: its sub-cases, or the failure itself."""
+    if result.verdict not in (Verdict.FAIL, Verdict.WARN):
+        return []
+    if result.subcases:
+        return result.subcases
+    return [
+        {
+            "expected": result.expected,
+            "actual": result.actual,
+            "reason": result.reason,
+            "subject": result.subject,
+        }
+    ]
+
+
+def _cause_text(breakage: dict[str, Any]) -> str:
+    """The subject the check named, else words built from the failure's reason and values."""
+    if breakage.get("subject"):
+        return str(breakage["subject"])
+    reason, actual = breakage.get("reason"), first_line(breakage.get("actual"), 200)
+    if reason == "wrong-status" and (status := _STATUS.match(actual)):
+        return f"answered HTTP {status[1]}"
+    if reason in ("missing-field", "wrong-type", "stop-reason", "schema"):
+        return f"{reason}: {actual}"
+    return f"{reason or 'mismatch'}: expected {first_line(breakage.get('expected'), 120)}, got {actual}"
+
+
+def causes_of(result: Result) -> list[Cause]:
+    """What broke: one cause per broken rule (the exception line of an ERROR)."""
+    if result.verdict is Verdict.ERROR:
+        text = first_line(result.message, 160) or "error"
+        return [Cause(cause_key(text), text)]
+    return [Cause(cause_key(text), text) for text in map(_cause_text, breakages_of(result))]
 
 
 def cause_of(result: Result) -> str | None:
-    """What broke, in words shared by every property it broke: the status of a wrong-status
-    failure, the field of a missing or mistyped one, the first schema error, the exception of
-    an ERROR. None for a result that did not break."""
-    if result.verdict is Verdict.ERROR:
-        return first_line(result.message, 160) or "error"
-    if result.verdict not in (Verdict.FAIL, Verdict.WARN):
-        return None
-    actual = re.sub(r"^\d+ of \d+ sub-cases broken: \[[^]]*\] ", "", first_line(result.actual, 300))
-    if result.reason == "wrong-status" and (status := _STATUS.match(actual)):
-        return f"HTTP {status[1]} where another status was expected"
-    if result.reason == "schema":
-        return f"schema: {first_line(actual.split('; ', 1)[0], 160)}"
-    if result.reason in ("missing-field", "wrong-type", "stop-reason"):
-        return f"{result.reason}: {first_line(actual, 160)}"  # names the field or the value
-    # Otherwise the rule and the value together, numbers masked: "output_tokens <= N, got N".
-    expected = re.sub(r"^every sub-case holds; \[[^]]*\] ", "", first_line(result.expected, 120))
-    return re.sub(
-        r"\d+", "N", f"{result.reason or 'mismatch'}: expected {expected}, got {first_line(actual, 80)}"
-    )
+    """The first cause of a broken property, in the target's own words; None if it did not break."""
+    found = causes_of(result)
+    return found[0].text if found else None
 
 
 def causes(results: Iterable[Result]) -> list[tuple[str, list[str]]]:
-    """Broken properties grouped by cause, the biggest groups first."""
+    """Broken properties grouped by what the target did (the first wording of each group names
+    it), the groups that several properties share first."""
+    names: dict[str, str] = {}
     groups: dict[str, list[str]] = defaultdict(list)
-    for result in results:
-        cause = cause_of(result)
-        if cause is not None:
-            groups[cause].append(result.property.id)
-    return sorted(((cause, sorted(ids)) for cause, ids in groups.items()), key=lambda g: (-len(g[1]), g[0]))
+    for result in sorted(results, key=lambda r: r.property.id):
+        for cause in causes_of(result):
+            names.setdefault(cause.key, cause.text)
+            if result.property.id not in groups[cause.key]:
+                groups[cause.key].append(result.property.id)
+    ordered = sorted(groups.items(), key=lambda item: (-len(item[1]), item[1][0]))
+    return [(names[key], ids) for key, ids in ordered]
 
 
 def counts(results: Iterable[Result]) -> dict[str, int]:

@@ -56,6 +56,7 @@ from conformance.checks import (
     expect,
     expect_equal,
     expect_error,
+    expect_id_prefix,
     expect_json,
     expect_no_schema_errors,
     expect_status,
@@ -83,11 +84,11 @@ BATCH_ID = "param:message_batch_id"
 @prop(
     "BATCH-001",
     Level.MUST,
-    "A batch is a MessageBatch with a msgbatch_ id",
+    "A batch is a MessageBatch",
     url=f"{API}/messages/batches/create",
-    requirement="Create and retrieve answer a MessageBatch (type 'message_batch', an id starting "
-    "'msgbatch_', every key the schema requires); ended_at and results_url are null until "
-    "processing ends and set once it has; expires_at is 24 hours after created_at.",
+    requirement="Create and retrieve answer a MessageBatch (type 'message_batch', an id, every key "
+    "the schema requires); ended_at and results_url are null until processing ends and set once "
+    "it has; expires_at is 24 hours after created_at. (The msgbatch_ prefix is BATCH-014's rule.)",
     invariant=73,
     requires=("batches",),
     covers=(ENDPOINT_CREATE, ENDPOINT_RETRIEVE, BATCH_ID),
@@ -618,3 +619,22 @@ def _same_answer(target: Target, shared: SharedBatch, custom_id: str, result: di
             f"{where}: {path} (as POST /v1/messages answers the same params)",
             reason="batch-diff",
         )
+
+
+@prop(
+    "BATCH-014",
+    Level.SHOULD,
+    "Batch ids start with msgbatch_",
+    url=f"{API}/messages/batches/create",
+    requirement="The API reference shows batch ids as msgbatch_… (msgbatch_013Zva2CMHLNnXjNJJKqJ2EF), "
+    "an example rather than a rule: a compatible server should keep the prefix (clients and logs "
+    "tell a batch from a message by it).",
+    invariant=73,
+    requires=("batches",),
+    covers=(ENDPOINT_RETRIEVE, BATCH_ID),
+)
+def test_batch_014_batch_id_prefix(target: Target) -> None:
+    """Reads the run's shared batch: its id, as created and as retrieved, starts with msgbatch_."""
+    shared = shared_batch(target)
+    expect_id_prefix(shared.batch_id, "msgbatch_", "the created batch id")
+    expect_id_prefix(id_of(retrieve(target, shared.batch_id)), "msgbatch_", "the retrieved batch id")

@@ -21,9 +21,11 @@ from conformance.checks import (
     expect_envelope,
     expect_equal,
     expect_error,
+    not_judged,
+    note,
     read_optional,
 )
-from conformance.drivers import message_body
+from conformance.drivers import expect_message, message_body
 from conformance.target import Target
 
 ERRORS = "api/errors"
@@ -491,9 +493,18 @@ def test_err_018_service_tier(target: Target) -> None:
     ),
 )
 def test_err_019_request_too_large(target: Target) -> None:
+    """Sends a 33 MB body on a connection of its own, for at most --timeout, reads only the head
+    of the answer and closes; then waits until the target answers again, so that the next
+    property is not judged on a target still busy with this one."""
     padding = "x" * (33 * 1024 * 1024)
-    body = message_body(target, messages=[{"role": "user", "content": padding}])
-    response = target.request("POST", "/v1/messages", content=json.dumps(body).encode())
+    body = json.dumps(message_body(target, messages=[{"role": "user", "content": padding}])).encode()
+    try:
+        response = target.post_oversized("/v1/messages", body, budget=target.config.timeout)
+    finally:
+        waited = target.settle(within=target.config.timeout)
+        if waited is None or waited > 1:
+            settled = "did not answer again" if waited is None else f"answered again after {waited:.0f} s"
+            note(f"after the 33 MB body the target {settled}")
     expect_error(response, 413, "request_too_large")
 
 
@@ -594,7 +605,7 @@ def test_err_022_status_type_mapping(target: Target) -> None:
             )
     cases.check()
     if not judged:
-        pytest.skip("no error body stated an error.type (ERR-023 judges the envelope)")
+        not_judged("no error body stated an error.type", judged_by="ERR-023")
 
 
 @prop(
@@ -737,3 +748,34 @@ def test_err_029_unknown_role(target: Target) -> None:
         with cases.case(f"role {role!r}"):
             rejected(target, message_body(target, messages=[{"role": role, "content": "Hi"}]))
     cases.check()
+
+
+@prop(
+    "ERR-030",
+    Level.MUST,
+    "A system role inside messages is served or refused with a 400",
+    url=f"{MESSAGES}#body-messages",
+    requirement="The official SDK types a message of role 'system' (a mid-conversation "
+    "instruction) while the live API has refused it (\"messages: roles must be 'user' or "
+    "'assistant'\", peers catalogue #1): a request carrying one is either served (a 200 and a "
+    "Message) or refused with 400 invalid_request_error in the error envelope, never a 5xx, a "
+    "422 or a framework-shaped error.",
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:messages[].role",
+        "error:invalid_request_error",
+    ),
+)
+def test_err_030_system_role_in_messages(target: Target) -> None:
+    """Sends a user turn, a system turn, then a user turn (the shape Claude Code sends)."""
+    messages = [
+        {"role": "user", "content": "Hi."},
+        {"role": "system", "content": "Answer in one word."},
+        {"role": "user", "content": "Say hello."},
+    ]
+    body = message_body(target, max_tokens=2, messages=messages)
+    response = target.request("POST", "/v1/messages", json_body=body)
+    if response.status_code == 200:
+        expect_message(response)
+        return
+    expect_error(response, 400, "invalid_request_error")

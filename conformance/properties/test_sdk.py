@@ -17,8 +17,15 @@ import pytest
 
 from conformance.accumulate import AccumulationError, accumulate_transcript
 from conformance.catalogue import Level, prop
-from conformance.checks import Cases, ConformanceFailure
-from conformance.drivers import LONG_ANSWER_PROMPT, StreamRun, message_body
+from conformance.checks import Cases, ConformanceFailure, not_judged
+from conformance.drivers import (
+    LONG_ANSWER_PROMPT,
+    StreamRun,
+    create_json,
+    message_body,
+    short_answer_bodies,
+    text_of,
+)
 from conformance.sse import parse_sse
 from conformance.target import Target
 from conformance.tooluse import streamed_tool_calls, tool_body
@@ -121,7 +128,7 @@ def test_sdk_001_stream_final_message(target: Target) -> None:
     try:
         wire = accumulate_transcript(run.transcript) if run.transcript else None
     except AccumulationError as exc:
-        pytest.skip(f"the stream cannot be folded into a message ({exc}; the STREAM-* properties judge it)")
+        not_judged(f"the stream cannot be folded into a message ({exc})", judged_by="STREAM-009")
     streamed, folded = shape(final_message(result)), shape(wire)
     differ = [key for key in folded if streamed.get(key) != folded[key]]
     if differ:
@@ -212,13 +219,13 @@ def test_sdk_003_tool_input(target: Target) -> None:
     result = ts(target, "stream", tool_body(target))
     calls = streamed_tool_calls(wire_stream(result))
     if not calls:
-        pytest.skip("the stream has no tool_use block (TOOL-001 judges that)")
+        not_judged("the stream has no tool_use block", judged_by="TOOL-001")
     wire = []
     for call in calls:
         try:
             value = json.loads(call.joined) if call.joined else call.start.get("input")
         except ValueError:
-            pytest.skip("the streamed fragments do not join into JSON (TOOL-011 judges that)")
+            not_judged("the streamed fragments do not join into JSON", judged_by="TOOL-011")
         wire.append({"id": call.start.get("id"), "name": call.start.get("name"), "input": value})
     content = final_message(result).get("content")
     assembled = [
@@ -233,3 +240,49 @@ def test_sdk_003_tool_input(target: Target) -> None:
             result,
             reason="ts-sdk-diff",
         )
+
+
+@prop(
+    "SDK-004",
+    Level.MUST,
+    "The TypeScript SDK's stream of a turn that ends by itself equals the non-streamed answer",
+    url=STREAMING,
+    requirement="On a deterministic target (temperature 0) a turn the model ends by itself "
+    "(end_turn), streamed through the official TypeScript SDK, gives a finalMessage() with the "
+    "content, stop_reason and usage.output_tokens of the same request made without streaming: "
+    "that SDK's message is complete at message_stop, so content sent after it, or a last delta "
+    "lost at a natural end, shows here.",
+    invariant=64,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stream",
+        "response:content",
+        "response:stop_reason",
+        "event:message_stop",
+    ),
+)
+def test_sdk_004_natural_end_equals_create(target: Target) -> None:
+    """Finds a question the model answers in a few words and ends by itself, streams it through the TypeScript
+    SDK, and compares its finalMessage() with the plain answer."""
+    if not target.deterministic:
+        pytest.skip("the target is not deterministic (by its profile, or by the run's probe)")
+    for body in short_answer_bodies(target):
+        plain = create_json(target, body)
+        if plain.get("stop_reason") != "end_turn" or not text_of(plain):
+            continue
+        result = ts(target, "stream", body)
+        streamed, wanted = shape(final_message(result)), shape(plain)
+        differ = [key for key in ("content", "stop_reason") if streamed.get(key) != wanted.get(key)]
+        counted = [(m.get("usage") or {}).get("output_tokens") for m in (streamed, wanted)]
+        if counted[0] != counted[1]:
+            differ.append("usage")
+        if differ:
+            raise fail(
+                "finalMessage() == the non-streamed answer: "
+                + "; ".join(f"{key} {json.dumps(wanted.get(key))[:300]}" for key in differ),
+                "; ".join(f"{key} {json.dumps(streamed.get(key))[:300]}" for key in differ),
+                result,
+                reason="ts-sdk-diff",
+            )
+        return
+    not_judged("the model ended none of the short-answer prompts by itself with text", judged_by="MSG-021")

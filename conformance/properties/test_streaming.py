@@ -10,10 +10,12 @@ import pytest
 
 from conformance.catalogue import Level, prop
 from conformance.checks import (
+    ConformanceFailure,
     expect,
     expect_equal,
     expect_error,
     expect_json,
+    not_judged,
     read,
     read_optional,
     stop_reason,
@@ -26,8 +28,10 @@ from conformance.drivers import (
     expect_no_violations,
     expect_stream,
     expect_within_max_tokens,
+    max_text_bytes,
     message_body,
     sdk_call,
+    short_answer_bodies,
     stop_sequence_body,
     stream_raw,
     total_input_tokens,
@@ -372,6 +376,61 @@ def test_stream_012_stream_equals_create(target: Target) -> None:
             )
 
 
+@prop(
+    "STREAM-023",
+    Level.MUST,
+    "A stream that ends by itself equals the non-streamed answer",
+    url=f"{STREAMING}",
+    requirement="On a deterministic target (temperature 0) a turn the model ends by itself "
+    "(end_turn) streams the same message as it is answered without streaming: the message the "
+    "official SDK accumulates has the same content, stop_reason, stop_sequence and usage (the "
+    "last delta of a natural end is not lost, and the stream's end is the turn's end).",
+    invariant=64,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stream",
+        "response:content",
+        "response:stop_reason",
+        "response:usage.output_tokens",
+        "event:message_stop",
+    ),
+)
+def test_stream_023_natural_end_equals_create(target: Target) -> None:
+    """Finds a question the model answers in a few words and ends by itself, then streams it through the SDK's
+    stream helper and compares with the plain answer. (SDK-004 does the same through the
+    TypeScript SDK, whose finalMessage() stops at message_stop.)"""
+    if not target.deterministic:
+        pytest.skip("the target is not deterministic (by its profile, or by the run's probe)")
+    client = target.sdk()
+    for body in short_answer_bodies(target):
+        request = {key: body[key] for key in ("model", "max_tokens", "messages")}
+        request["extra_body"] = {"temperature": 0}
+        plain = sdk_call("messages.create", client.messages.create, **request)
+        if plain.stop_reason != "end_turn" or not plain.content:
+            continue
+
+        def accumulate(request: dict[str, Any] = request) -> Any:
+            with client.messages.stream(**request) as stream:
+                return stream.get_final_message()
+
+        streamed = sdk_call("messages.stream", accumulate)
+        for field in ("content", "stop_reason", "stop_sequence"):
+            expect_equal(
+                _plain(getattr(streamed, field)),
+                _plain(getattr(plain, field)),
+                f"streamed {field} of a turn that ended by itself",
+                reason="stream-diff",
+            )
+        expect_equal(
+            streamed.usage.output_tokens,
+            plain.usage.output_tokens,
+            "streamed usage.output_tokens of a turn that ended by itself",
+            reason="stream-diff",
+        )
+        return
+    not_judged("the model ended none of the short-answer prompts by itself with text", judged_by="MSG-021")
+
+
 def _plain(value: Any) -> Any:
     """An SDK object as plain data, without the keys the server sent beyond what the SDK's type
     declares: those (a `cache_control: null` on a streamed text block, seen on OGX) are the
@@ -426,7 +485,7 @@ def test_stream_013_usage_cumulative(target: Target) -> None:
                 reason="usage",
             )
     if not judged:
-        pytest.skip("no message_delta carried usage.output_tokens (STREAM-011 judges that)")
+        not_judged("no message_delta carried usage.output_tokens", judged_by="STREAM-011")
 
 
 @prop(
@@ -519,15 +578,21 @@ def test_stream_015_stop_sequence_in_stream(target: Target) -> None:
     ),
 )
 def test_stream_016_max_tokens_in_stream(target: Target) -> None:
-    """Judged by what was streamed: reading stops after 4 KB of text, far past 2 tokens, so a
-    target that ignores max_tokens fails here instead of running into the suite's timeout."""
+    """Judged by what was streamed: reading stops once the text is longer than 2 tokens can be
+    (or after --timeout), so a target that ignores max_tokens fails here for that, with what it
+    sent, instead of running into the suite's timeout."""
     limit = 2
     body = message_body(target, max_tokens=limit, messages=[{"role": "user", "content": LONG_ANSWER_PROMPT}])
-    run = expect_stream(stream_raw(target, body, max_text=4096))
+    run = expect_stream(stream_raw(target, body, max_text=max_text_bytes(limit)))
     last = None if run.truncated else run.last("message_delta")
     reported = None if last is None else read_optional(last, "usage.output_tokens", int, where=LAST_DELTA)
     expect_within_max_tokens(target, run.text, reported, limit, where="the streamed answer")
-    assert last is not None  # a truncated stream had more than 4 KB of text and failed above
+    if last is None:
+        raise ConformanceFailure(
+            f"a stream of at most {limit} tokens that ends within {target.config.timeout:g} s",
+            f"still streaming after {target.config.timeout:g} s ({len(run.text.encode())} bytes of text)",
+            reason="timeout",
+        )
     expect_equal(stop_reason(last, "delta.stop_reason", where=LAST_DELTA), "max_tokens", "stop_reason")
 
 

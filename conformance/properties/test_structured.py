@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, note
 from pydantic import BaseModel
 
-from conformance.budget import budgeted
+from conformance.budget import Tally, budgeted
 from conformance.catalogue import Level, prop
 from conformance.checks import Cases, expect, expect_status, json_object, stop_reason
 from conformance.drivers import create_json, expect_stream, sdk_call, stream_raw
@@ -171,24 +171,25 @@ def test_struct_003_generated_schemas(target: Target) -> None:
     """Unlike STRUCT-001's bounded schema, a generated one may admit answers longer than
     max_tokens (an unbounded array or number that a weak model keeps extending): such a cut
     answer is not judged. SKIP when no answer could be judged, never PASS."""
-    judged = 0
+    tally = Tally()
 
     @given(schema=object_schemas())
     @budgeted(target.config.profile.generated_budget_seconds)
     def check(schema: dict[str, Any]) -> None:
-        nonlocal judged
+        tally.next_example()
         note(f"schema: {json.dumps(schema)}")
         response = target.request("POST", "/v1/messages", json_body=structured_body(target, schema))
         if response.status_code == 400 and uses_extended_keywords(schema):
-            return  # refused, as the real API refuses numeric and length bounds
+            return  # refused, as the real API refuses numeric and length bounds (a cheap answer)
         expect_status(response, 200)
         message = json_object(response, MESSAGE)
         stop = stop_reason(message, where=MESSAGE)
         if stop in INCOMPLETE:
+            tally.unjudged += 1
             return
-        judged += 1
+        tally.judged += 1
         expect_json_texts(text_blocks(message), schema, "the answer", stop=stop)
 
     check()
-    if not judged:
-        pytest.skip("no generated schema got a complete answer (each was refused or cut by max_tokens)")
+    if not tally.judged:
+        pytest.skip(tally.skip_reason("schemas (each answer was refused or cut by max_tokens)"))

@@ -17,15 +17,17 @@ from typing import Any
 import pytest
 from hypothesis import given, note
 
-from conformance.budget import budgeted
+from conformance.budget import Tally, budgeted
 from conformance.catalogue import Level, prop
 from conformance.checks import (
     Cases,
     expect,
     expect_equal,
+    expect_id_prefix,
     expect_no_schema_errors,
     expect_status,
     json_object,
+    not_judged,
     read,
     stop_reason,
 )
@@ -62,7 +64,7 @@ LAST_DELTA = "the last message_delta"
 ANY = {"type": "any"}
 SHAPE = {"type": "tool", "name": "record_shape"}
 ANSWER = 16  # max_tokens where any answer will do
-NO_CALL = "the forced request got no tool_use block (TOOL-001 judges that)"
+NO_CALL = "the forced request got no tool_use block"
 
 
 def forced(target: Target, choice: dict[str, Any] | None = None, **changes: Any) -> dict[str, Any]:
@@ -73,7 +75,7 @@ def forced(target: Target, choice: dict[str, Any] | None = None, **changes: Any)
 def calls_or_skip(message: dict[str, Any]) -> list[dict[str, Any]]:
     calls = tool_uses(message)
     if not calls:
-        pytest.skip(NO_CALL)
+        not_judged(NO_CALL, judged_by="TOOL-001")
     return calls
 
 
@@ -150,7 +152,7 @@ def test_tool_002_forced_name(target: Target) -> None:
             )
     cases.check()
     if not judged:
-        pytest.skip(NO_CALL)
+        not_judged(NO_CALL, judged_by="TOOL-001")
 
 
 @prop(
@@ -257,7 +259,7 @@ def test_tool_004_tool_call_schema(target: Target) -> None:
         judged += sum(block.type == "tool_use" for block in answer.content)
     cases.check()
     if not judged:
-        pytest.skip(NO_CALL)
+        not_judged(NO_CALL, judged_by="TOOL-001")
 
 
 def _judge_inputs(target: Target, *, strict: bool) -> None:
@@ -568,7 +570,7 @@ def test_tool_011_fragments_join(target: Target) -> None:
     run = expect_stream(stream_raw(target, body))
     calls = streamed_tool_calls(run)
     if not calls:
-        pytest.skip("the stream has no tool_use block (TOOL-001 judges that)")
+        not_judged("the stream has no tool_use block", judged_by="TOOL-001")
     expect_no_violations(
         run, {"partial-json-invalid"}, "each tool block's partial_json joins into one JSON object"
     )
@@ -627,7 +629,7 @@ def test_tool_012_stream_equals_create(target: Target) -> None:
     body = tool_body(target)
     run = expect_stream(stream_raw(target, body))
     if run.report is not None and "partial-json-invalid" in run.report.codes:
-        pytest.skip("the streamed fragments do not join into JSON (TOOL-011 judges that)")
+        not_judged("the streamed fragments do not join into JSON", judged_by="TOOL-011")
     client = target.sdk()
     request = {k: v for k, v in body.items() if k not in ("temperature",)}
     plain = sdk_call(
@@ -670,7 +672,7 @@ def test_tool_013_block_start_empty(target: Target) -> None:
     run = expect_stream(stream_raw(target, tool_body(target)))
     calls = streamed_tool_calls(run)
     if not calls:
-        pytest.skip("the stream has no tool_use block (TOOL-001 judges that)")
+        not_judged("the stream has no tool_use block", judged_by="TOOL-001")
     expect_no_violations(
         run,
         {"block-start-not-empty", "delta-type-mismatch"},
@@ -795,27 +797,66 @@ def test_tool_015_generated_schemas(target: Target) -> None:
     """Unlike TOOL-005's bounded schema, a generated one may admit inputs longer than max_tokens
     (an unbounded array or number that a weak model keeps extending): such a cut call is not
     judged. SKIP when no call could be judged, never PASS."""
-    judged = 0
+    tally = Tally()
 
     @given(schema=object_schemas())
     @budgeted(target.config.profile.generated_budget_seconds)
     def check(schema: dict[str, Any]) -> None:
-        nonlocal judged
+        tally.next_example()
         note(f"input_schema: {json.dumps(schema)}")
         tool = {"name": "fill_form", "description": "Fill the form.", "input_schema": schema, "strict": True}
         body = tool_body(target, tools=[tool], tool_choice={"type": "tool", "name": "fill_form"})
         response = target.request("POST", "/v1/messages", json_body=body)
         if response.status_code == 400 and uses_extended_keywords(schema):
-            return  # refused, as the real API refuses numeric and length bounds
+            return  # refused, as the real API refuses numeric and length bounds (a cheap answer)
         expect_status(response, 200)
         message = json_object(response, MESSAGE)
         if stop_reason(message, where=MESSAGE) == "max_tokens":
+            tally.unjudged += 1
             return
-        judged += 1
+        tally.judged += 1
         for call in tool_uses(message):
             if isinstance(call.get("input"), dict):  # TOOL-004 judges the rest
                 expect_valid_instance(schema, call["input"], "the forced call's input", reason="input-schema")
 
     check()
-    if not judged:
-        pytest.skip("no generated schema got a complete call (each was refused or cut by max_tokens)")
+    if not tally.judged:
+        pytest.skip(tally.skip_reason("schemas (each call was refused or cut by max_tokens)"))
+
+
+@prop(
+    "TOOL-017",
+    Level.SHOULD,
+    "tool_use ids start with toolu_",
+    url=f"{MESSAGES}#response-content",
+    requirement="The schema holds a tool_use id to ^[a-zA-Z0-9_-]+$ (TOOL-004's rule); the toolu_ "
+    "prefix (toolu_01D7FLrfh4GYq7yT1ULFeyMV) is shown by example only, so a compatible server "
+    "should keep it, streamed or not (agents and gateways tell client tool calls from server "
+    "tool calls, srvtoolu_, by it).",
+    invariant=37,
+    requires=("tools",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:tool_choice",
+        "block:tool_use",
+        "event:content_block_start",
+    ),
+)
+def test_tool_017_tool_use_id_prefix(target: Target) -> None:
+    """Forces one call, plain and streamed: every tool_use id starts with toolu_."""
+    body = tool_body(target, tool_choice={**ANY, "disable_parallel_tool_use": True})
+    cases = Cases()
+    with cases.case("create"):
+        calls = tool_uses(create_json(target, body))
+        if not calls:
+            not_judged(NO_CALL, judged_by="TOOL-001")
+        for block in calls:
+            expect_id_prefix(read(block, "id", str, where="a tool_use block"), "toolu_", "a tool_use id")
+    with cases.case("stream"):
+        streamed = streamed_tool_calls(expect_stream(stream_raw(target, body)))
+        if not streamed:
+            not_judged("the stream has no tool_use block", judged_by="TOOL-001")
+        for call in streamed:
+            start_id = read(call.start, "id", str, where="a streamed tool_use block")
+            expect_id_prefix(start_id, "toolu_", "a streamed tool_use id")
+    cases.check()

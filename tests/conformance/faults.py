@@ -262,6 +262,43 @@ def _finish_before(picks: Callable[[Any], bool]) -> Callable[[Request, list[Fram
     return apply
 
 
+def _finish_before_last_text(_: Request, frames: list[Frame]) -> list[Frame]:
+    """At a natural end, the last text delta sent after message_stop (a proxy that flushes its
+    buffer late): the Python SDK still folds it, the TypeScript SDK's finalMessage() loses it."""
+    if not _ends_by_itself(frames):
+        return frames
+    texts = [i for i, f in enumerate(frames) if _delta_of("text_delta")(f.payload)]
+    if not texts:
+        return frames
+    last = texts[-1]
+    rest = [f for i, f in enumerate(frames) if i != last]
+    stop = next(
+        i
+        for i, f in enumerate(rest)
+        if isinstance(f.payload, dict) and f.payload.get("type") == "message_stop"
+    )
+    return [*rest[: stop + 1], frames[last], *rest[stop + 1 :]]
+
+
+def _last_text_lost(_: Request, frames: list[Frame]) -> list[Frame]:
+    """At a natural end, the last text delta lost (a translator that drops the chunk that
+    carries the finish reason)."""
+    if not _ends_by_itself(frames):
+        return frames
+    texts = [i for i, f in enumerate(frames) if _delta_of("text_delta")(f.payload)]
+    return [f for i, f in enumerate(frames) if not texts or i != texts[-1]]
+
+
+def _ends_by_itself(frames: list[Frame]) -> bool:
+    return any(
+        isinstance(f.payload, dict)
+        and f.payload.get("type") == "message_delta"
+        and isinstance(f.payload.get("delta"), dict)
+        and f.payload["delta"].get("stop_reason") == "end_turn"
+        for f in frames
+    )
+
+
 def _delta_of(kind: str) -> Callable[[Any], bool]:
     def picks(payload: Any) -> bool:
         return (
@@ -389,6 +426,13 @@ def _empty_stop_sequence(_: Request, data: JSONDict) -> None:
         data["stop_sequence"] = ""
 
 
+def _has_system_turn(body: Any) -> bool:
+    messages = body.get("messages") if isinstance(body, dict) else None
+    return isinstance(messages, list) and any(
+        isinstance(m, dict) and m.get("role") == "system" for m in messages
+    )
+
+
 def fault_catalogue(api_key: str) -> dict[str, Fault]:
     """Property id → the fault that must make it fail."""
     from .batch_faults import batch_fault_catalogue
@@ -399,7 +443,15 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
     accept = when_error(fake_message)
     return {
         # ---- messages
-        "MSG-001": Fault("OpenAI-style ids", response=message_json(lambda r, d: d.update(id="chatcmpl-1"))),
+        "MSG-001": Fault(
+            "an OpenAI object (type chat.completion)",
+            response=message_json(lambda r, d: d.update(type="chat.completion")),
+        ),
+        "MSG-022": Fault(
+            "OpenAI-style ids (LiteLLM's translation)",
+            response=message_json(lambda r, d: d.update(id="chatcmpl-9eNaN8f3")),
+            frames=edit_payloads("message_start", lambda p: p["message"].update(id="chatcmpl-9eNaN8f3")),
+        ),
         "MSG-002": Fault(
             "OpenAI finish reasons", response=message_json(lambda r, d: d.update(stop_reason="stop"))
         ),
@@ -518,6 +570,7 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
         "STREAM-020": Fault("empty text deltas", frames=_empty_delta),
         "STREAM-021": Fault("message_start missing: the SDK gives up", frames=drop("message_start")),
         "STREAM-022": Fault("blocks never stopped", frames=drop("content_block_stop")),
+        "STREAM-023": Fault("the last text delta of a natural end lost", frames=_last_text_lost),
         # ---- errors
         "ERR-001": Fault("max_tokens defaulted (llama.cpp)", response=accept),
         "ERR-002": Fault("unknown fields ignored", response=accept),
@@ -581,10 +634,19 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
         "ERR-027": Fault("images silently ignored (mlx-vlm #1060)", response=accept),
         "ERR-028": Fault("validation as 422", response=when_error(fastapi_422)),
         "ERR-029": Fault("unknown roles accepted (tldw)", response=accept),
+        "ERR-030": Fault(
+            "a system turn crashes the server (vLLM #44000 before its fix)",
+            request=lambda r: error(500, "api_error", "messages.1.role") if _has_system_turn(r.json) else r,
+        ),
         # ---- headers and auth
         "HDR-001": Fault(
             "no request-id header",
             headers=lambda h: {k: v for k, v in h.items() if k != "request-id"},
+            response=lambda r, resp: resp,
+        ),
+        "HDR-005": Fault(
+            "request ids that are bare UUIDs",
+            headers=lambda h: {**h, "request-id": "3f2c9a7e-5b1d-4c8e-9f60-2a7d1e4b8c03"},
             response=lambda r, resp: resp,
         ),
         "HDR-002": Fault(
@@ -659,6 +721,10 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
         "SDK-003": Fault(
             "finish sent before the tool input fragments (LiteLLM PR #14477): TS finalMessage input {}",
             frames=_finish_before(_delta_of("input_json_delta")),
+        ),
+        "SDK-004": Fault(
+            "the last text of a natural end flushed after message_stop: TS finalMessage loses it",
+            frames=_finish_before_last_text,
         ),
     }
 

@@ -9,12 +9,16 @@ import pytest
 from conformance.checks import (
     Cases,
     ConformanceFailure,
+    NotJudged,
     expect_envelope,
     expect_error,
+    expect_status,
     json_object,
+    precondition,
     read,
     read_optional,
     stop_reason,
+    take_notes,
 )
 
 MESSAGE = {
@@ -82,6 +86,11 @@ def test_cases_report_every_broken_sub_case():
     caught = failure(cases.check)
     assert caught.actual.splitlines() == ["2 of 3 sub-cases broken: [a] a broken", "[c] c broken"]
     assert caught.reason == "r-a"
+    # Each broken sub-case is kept on its own, for the console and the causes.
+    assert [(b.case, b.actual, b.reason) for b in caught.breakages()] == [
+        ("a", "a broken", "r-a"),
+        ("c", "c broken", "r-c"),
+    ]
     Cases().check()  # nothing broken: nothing raised
 
 
@@ -94,11 +103,49 @@ def test_json_object_refuses_other_bodies():
     assert failure(json_object, response(200, b"[1]"), "the Message").reason == "wrong-type"
 
 
-def test_error_status_is_judged_without_the_envelope_and_the_envelope_on_its_own():
+def test_an_error_is_judged_by_its_status_and_its_body_and_the_full_envelope_on_its_own():
+    right = response(400, b'{"type": "error", "error": {"type": "invalid_request_error", "message": "no"}}')
+    expect_error(right, 400, "invalid_request_error")
+    # The status and the body's envelope and type: an OpenAI-shaped or a plain-text body is the
+    # target's failure in every error property, named by what the body is.
     openai = response(400, b'{"error": {"type": "invalid_request_error", "message": "no"}}')
-    expect_error(openai, 400, "invalid_request_error")  # the status and type are right
-    assert failure(expect_envelope, openai, 400, "invalid_request_error").reason == "envelope"
-    expect_error(response(400, b"Bad Request", "text/plain"), 400, "invalid_request_error")
+    caught = failure(expect_error, openai, 400, "invalid_request_error")
+    assert (caught.reason, caught.subject) == (
+        "envelope",
+        "an error answered with a body with keys error, not the Anthropic envelope",
+    )
+    assert failure(expect_error, response(400, b"Bad Request", "text/plain"), 400, None).reason == "not-json"
     assert failure(expect_error, response(422, b"{}"), 400, None).reason == "wrong-status"
     wrong_type = response(400, b'{"type": "error", "error": {"type": "api_error", "message": "x"}}')
     assert failure(expect_error, wrong_type, 400, "invalid_request_error").reason == "error-type"
+    # The full envelope (schema, request_id) is judged by expect_envelope alone.
+    assert failure(expect_envelope, right, 400, "invalid_request_error").reason == "schema"
+
+
+def test_a_wrong_status_names_the_request_and_what_came_back():
+    request = httpx.Request("POST", "http://t/v1/messages?beta=true", json={"stream": True, "model": "m"})
+    answer = httpx.Response(500, json={"type": "error", "error": {"type": "api_error", "message": "boom"}})
+    answer.request = request
+    caught = failure(expect_status, answer, 200)
+    assert caught.subject == "POST /v1/messages (stream) answered HTTP 500 (api_error: boom)"
+    fastapi = httpx.Response(422, json={"detail": [{"loc": ["body", "model"]}]}, request=request)
+    assert failure(expect_status, fastapi, 400).subject.endswith("HTTP 422 (a body with keys detail)")
+
+
+def test_sub_cases_whose_precondition_fails_are_not_judged():
+    cases = Cases()
+    with cases.case("judged"):
+        pass
+    with cases.case("built on another rule"), precondition("max_tokens 0 accepted", judged_by="MSG-011"):
+        raise ConformanceFailure("HTTP 200", "HTTP 400: no")
+    cases.check()  # the judged one holds: no failure, and a note says what was not judged
+    assert take_notes() == [
+        "1 of 2 sub-cases not judged: [built on another rule] max_tokens 0 accepted did not hold: "
+        "HTTP 400: no (MSG-011 judges that)"
+    ]
+    alone = Cases()
+    with alone.case("only"), precondition("a tool call", judged_by="TOOL-001"):
+        raise ConformanceFailure("a tool_use block", "none")
+    with pytest.raises(NotJudged) as skipped:
+        alone.check()
+    assert skipped.value.judged_by == "TOOL-001"

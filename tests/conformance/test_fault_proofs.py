@@ -25,8 +25,10 @@ pytestmark = [pytest.mark.mlx, pytest.mark.slow]
 
 
 # Properties that judge what only some models do: on tiny-random, which never ends a turn by
-# itself, MSG-021 is SKIP by design (test_honest_verdicts.py proves it on SmolLM2).
-MODEL_DEPENDENT = {"MSG-021": "SKIP"}
+# itself, the natural-end properties are SKIP by design, faulted or not (test_honest_verdicts.py
+# proves them on SmolLM2).
+MODEL_DEPENDENT = {"MSG-021": "SKIP", "STREAM-023": "SKIP", "SDK-004": "SKIP"}
+NATURAL_END = {"STREAM-023", "SDK-004"}
 
 # Optional features the reference server does not serve (it refuses them with a 400), as its
 # profile declares them (`false` in conformance/profiles/reference.toml): the properties that
@@ -68,7 +70,13 @@ def test_each_property_fails_on_its_fault(tiny_random_url, proof_profile, tmp_pa
     with running_proxy(proxy) as url:
         code, index, _ = run_suite(url, tmp_path, profile=proof_profile)
     expected = {
-        pid: "UNSUPPORTED" if unsupported(pid) else "FAIL" if prop.level is Level.MUST else "WARN"
+        pid: "UNSUPPORTED"
+        if unsupported(pid)
+        else "SKIP"
+        if pid in NATURAL_END
+        else "FAIL"
+        if prop.level is Level.MUST
+        else "WARN"
         for pid, prop in REGISTRY.items()
     }
     got = verdicts(index)
@@ -81,6 +89,9 @@ def test_each_property_fails_on_its_fault(tiny_random_url, proof_profile, tmp_pa
     assert code == 1
     # Every failure carries evidence with a curl line that reproduces it.
     for prop in index["properties"]:
+        if prop["verdict"] == "SKIP":
+            assert prop["judged_by"] == "MSG-021", prop  # the natural end, judged there
+            continue
         if prop["verdict"] == "UNSUPPORTED":
             assert prop["message"], prop["id"]  # the reason, and no evidence
             continue

@@ -76,7 +76,9 @@ def test_the_four_reports_agree(tmp_path):
 
     summary = (out / "summary.md").read_text()
     assert "ERR-003" in summary
-    assert "MSG-001" not in summary  # passes are counted, not listed
+    assert "| PASS" not in summary  # passes are counted, not listed
+    assert "Slowest: ERR-003 0.3 s, MSG-001 0.2 s, MSG-008 0.1 s" in summary  # where the time went
+    assert "Gate: exit 1 — failures: ERR-003" in summary  # no baseline: no "new" failures
 
     page = (out / "report.html").read_text()
     assert page.index("ERR-003") < page.index("MSG-001")  # failures first
@@ -111,7 +113,7 @@ def test_requirement_and_failure_text_are_printed_literally(tmp_path):
     row = next(line for line in summary.splitlines() if line.startswith("| FAIL | ERR-011"))
     assert row.count(" | ") == 5  # six cells: the pipe inside the text does not split one
     assert "^\\[a-zA-Z0-9\\_-\\]{1,128}$" in row
-    assert "- HTTP 200 where another status was expected: ERR-011, ERR-012" in summary
+    assert "- answered HTTP 200: ERR-011, ERR-012" in summary
     suite = ET.parse(out / "junit.xml").getroot()
     failure = next(suite.iter("failure"))
     assert failure.get("message") == f"Expected: HTTP status 400 | Actual: HTTP 200: {markup}"

@@ -9,6 +9,7 @@ from conformance.verdicts import (
     EXIT_HARNESS,
     Result,
     Verdict,
+    cause_key,
     cause_of,
     causes,
     compute_gate,
@@ -93,25 +94,55 @@ def test_missing_baseline_is_empty(tmp_path):
     assert load_baseline(None) == {}
 
 
-def broken(pid: str, reason: str, actual: str, verdict: Verdict = Verdict.FAIL) -> Result:
-    return Result(Property(pid, Level.MUST, pid.lower(), CITE), verdict, 0.1, reason=reason, actual=actual)
+def broken(pid: str, reason: str, actual: str, verdict: Verdict = Verdict.FAIL, **more) -> Result:
+    prop = Property(pid, Level.MUST, pid.lower(), CITE)
+    return Result(prop, verdict, 0.1, reason=reason, actual=actual, **more)
 
 
-def test_failures_that_share_a_cause_are_grouped_biggest_first():
+def test_failures_are_grouped_by_what_the_target_did_biggest_first():
     items = [
-        broken("MSG-001", "schema", "$: 'stop_sequence' is a required property; $.usage: bad"),
-        broken("FUZZ-003", "schema", "$: 'stop_sequence' is a required property"),
-        broken("ERR-001", "wrong-status", 'HTTP 422: {"detail": [1]}'),
-        broken("ERR-003", "wrong-status", '2 of 3 sub-cases broken: [a] HTTP 422: {"detail": [2]}\n[b] x'),
-        broken("ERR-004", "wrong-status", "HTTP 500: boom"),
+        broken("MSG-001", "schema", "x", subject="the Message: $: 'stop_sequence' is a required property"),
+        broken("FUZZ-003", "schema", "y", subject="the Message: $: 'stop_sequence' is a required property"),
+        # Two 500s for different requests are two causes; the same answer twice is one.
+        broken("ERR-008", "wrong-status", "HTTP 500", subject="POST /v1/messages answered HTTP 500 (a)"),
+        broken("ERR-009", "wrong-status", "HTTP 500", subject="POST /v1/messages answered HTTP 500 (b)"),
+        broken("MSG-011", "wrong-status", "HTTP 500", subject="POST /v1/messages answered HTTP 500 (b)"),
         result("MSG-002", Verdict.PASS),
     ]
     assert causes(items) == [
-        ("HTTP 422 where another status was expected", ["ERR-001", "ERR-003"]),
-        ("schema: $: 'stop_sequence' is a required property", ["FUZZ-003", "MSG-001"]),
-        ("HTTP 500 where another status was expected", ["ERR-004"]),
+        ("POST /v1/messages answered HTTP 500 (b)", ["ERR-009", "MSG-011"]),
+        ("the Message: $: 'stop_sequence' is a required property", ["FUZZ-003", "MSG-001"]),
+        ("POST /v1/messages answered HTTP 500 (a)", ["ERR-008"]),
     ]
     assert cause_of(result("MSG-002", Verdict.PASS)) is None
+
+
+def test_each_broken_sub_case_has_its_own_cause():
+    subcases = [
+        {"case": "no key", "expected": "401", "actual": "HTTP 500", "reason": "wrong-status", "subject": "a"},
+        {"case": "wrong key", "expected": "401", "actual": "x", "reason": "envelope", "subject": "b"},
+    ]
+    items = [
+        broken("SDK-002", "wrong-status", "2 of 4 sub-cases broken", subcases=subcases),
+        broken("AUTH-002", "envelope", "x", subject="b"),
+    ]
+    assert causes(items) == [("b", ["AUTH-002", "SDK-002"]), ("a", ["SDK-002"])]
+
+
+def test_only_the_grouping_key_is_normalised_never_the_text_shown():
+    first = "the Message: `id` 'chatcmpl-9eNaN8f3' does not start with msg_ (got 1234567 bytes)"
+    second = "the Message: `id` 'chatcmpl-77aa' does not start with msg_ (got 7654321 bytes)"
+    items = [broken("MSG-001", "id", "x", subject=first), broken("MSG-022", "id", "x", subject=second)]
+    assert causes(items) == [(first, ["MSG-001", "MSG-022"])]  # the real text of the first
+    assert (
+        cause_key("usage.output_tokens == 0, got 16; HTTP 500")
+        == "usage.output_tokens == 0, got 16; HTTP 500"
+    )
+
+
+def test_a_failure_without_a_subject_keeps_its_real_text():
+    item = broken("MSG-007", "usage", "20", expected="usage.output_tokens <= max_tokens (16)")
+    assert cause_of(item) == "usage: expected usage.output_tokens <= max_tokens (16), got 20"
 
 
 def test_an_error_is_caused_by_its_exception_line():

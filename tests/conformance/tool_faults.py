@@ -39,6 +39,12 @@ def _each_call(change: Callable[[Request, JSONDict], None]) -> Callable[[Request
     return apply
 
 
+def _openai_call_id(event: JSONDict) -> None:
+    block = event.get("content_block")
+    if isinstance(block, dict) and block.get("type") == "tool_use":
+        block["id"] = "call_" + str(block.get("id", ""))[-8:]
+
+
 def _drop_calls(_: Request, data: JSONDict) -> None:
     """A translator that loses the tool calls: text only, end_turn."""
     if not _calls(data):
@@ -214,6 +220,11 @@ def tool_fault_catalogue() -> dict[str, Fault]:
         "TOOL-014": Fault("count_tokens ignores tools (CLIProxyAPI #679)", request=_strip_count_tools),
         "TOOL-015": Fault("an undeclared key in the tool input", response=message_json(extra_key)),
         "TOOL-016": Fault("tool blocks stopped after message_delta (OGX)", frames=_tool_stops_at_end),
+        "TOOL-017": Fault(
+            "OpenAI call ids (call_…) kept in translation",
+            response=message_json(_each_call(lambda r, call: call.update(id="call_" + call["id"][-8:]))),
+            frames=edit_payloads("content_block_start", _openai_call_id),
+        ),
         "STRUCT-001": Fault(
             "JSON in a markdown fence", response=message_json(_wrap_text("```json\n", "\n```"))
         ),
