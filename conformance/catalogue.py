@@ -24,7 +24,18 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
 
-__all__ = ["AREAS", "COVERAGE_KINDS", "REGISTRY", "Citation", "Level", "Property", "prop", "property_of"]
+__all__ = [
+    "AREAS",
+    "COVERAGE_KINDS",
+    "REGISTRY",
+    "RETIRED",
+    "SOURCE_KINDS",
+    "Citation",
+    "Level",
+    "Property",
+    "prop",
+    "property_of",
+]
 
 AREAS = (
     "MSG",
@@ -96,6 +107,7 @@ class Property:
     title: str
     citation: Citation
     invariant: int | None = None  # number in the spec notes' §9, where one applies
+    source: str | None = None  # a MUST's basis: "docs: <url> — <sentence>" or "schema: <path> — <fact>"
     requires: tuple[str, ...] = ()  # optional target features; absent → UNSUPPORTED
     covers: tuple[str, ...] = ()  # coverage keys (see the module docstring)
     unobserved: tuple[tuple[str, str], ...] = ()  # (key of covers, why the reference never shows it)
@@ -114,6 +126,16 @@ class Property:
 
 REGISTRY: dict[str, Property] = {}
 
+# What a MUST may rest on: a sentence of the docs (the API reference's docstrings included) or a
+# fact of the official OpenAPI schema (a `required`, a type, an enum, a pattern, a bound).
+SOURCE_KINDS = ("docs: ", "schema: ", "docs and schema: ")
+
+# Ids that no property holds any more, with why; never reused.
+RETIRED: dict[str, str] = {
+    "MSG-014": "it asked that unknown beta names be tolerated, but the beta-headers page documents "
+    "a 400 invalid_request_error for an invalid beta name",
+}
+
 
 def prop(
     property_id: str,
@@ -123,14 +145,21 @@ def prop(
     url: str,
     requirement: str,
     invariant: int | None = None,
+    source: str | None = None,
     requires: tuple[str, ...] = (),
     covers: tuple[str, ...] = (),
     unobserved: dict[str, str] | None = None,
 ) -> Callable[[F], F]:
-    """Declare the decorated test function as property `property_id`."""
+    """Declare the decorated test function as property `property_id`. A MUST names its `source`:
+    the docs sentence or the official schema's fact it rests on (a rule the docs are silent on
+    is a SHOULD, its reasoning in `requirement`)."""
     match = _ID.match(property_id)
     if match is None or match["area"] not in AREAS:
         raise ValueError(f"bad property id {property_id!r}: want AREA-NNN with AREA in {AREAS}")
+    if property_id in RETIRED:
+        raise ValueError(f"{property_id} is retired ({RETIRED[property_id]}): ids are never reused")
+    if level is Level.MUST and not (source or "").startswith(SOURCE_KINDS):
+        raise ValueError(f"{property_id}: a MUST needs a source starting with one of {SOURCE_KINDS}")
     _check_covers(property_id, covers, unobserved or {})
     if not url.startswith("http"):
         url = f"{DOCS}/{url.lstrip('/')}"
@@ -148,6 +177,7 @@ def prop(
             title=title,
             citation=Citation(url, requirement),
             invariant=invariant,
+            source=source,
             requires=requires,
             covers=covers,
             unobserved=tuple(sorted((unobserved or {}).items())),

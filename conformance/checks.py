@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 import httpx
 
 from conformance import schemas
+from conformance.catalogue import Level
 
 __all__ = [
     "ERROR_STATUS",
@@ -66,6 +67,7 @@ ERROR_STATUS: dict[str, int] = {
     "billing_error": 402,
     "permission_error": 403,
     "not_found_error": 404,
+    "conflict_error": 409,
     "request_too_large": 413,
     "rate_limit_error": 429,
     "api_error": 500,
@@ -84,10 +86,12 @@ class Breakage:
     reason: str
     subject: str | None = None
     case: str | None = None
+    level: Level | None = None  # a sub-case weaker than its property (a SHOULD inside a MUST)
 
     def as_dict(self) -> dict[str, str | None]:
         return {
             "case": self.case,
+            "level": None if self.level is None else self.level.value,
             "expected": self.expected,
             "actual": self.actual,
             "reason": self.reason,
@@ -107,6 +111,7 @@ class ConformanceFailure(AssertionError):
         reason: str = "mismatch",
         subject: str | None = None,
         subcases: Iterable[Breakage] = (),
+        level: Level | None = None,
     ) -> None:
         super().__init__(f"Expected: {expected}\nActual:   {actual}")
         self.expected = expected
@@ -114,12 +119,19 @@ class ConformanceFailure(AssertionError):
         self.reason = reason
         self.subject = subject
         self.subcases = tuple(subcases)
+        self.level = level  # None: the property's own level
 
     def breakages(self) -> list[Breakage]:
         """Each broken rule on its own: the sub-cases, or the failure itself."""
         if self.subcases:
             return list(self.subcases)
-        return [Breakage(self.expected, self.actual, self.reason, self.subject)]
+        return [Breakage(self.expected, self.actual, self.reason, self.subject, level=self.level)]
+
+    def strongest(self, level: Level) -> Level:
+        """The strongest level broken, for a property of `level`: a MUST property whose broken
+        sub-cases are all SHOULDs is broken as a SHOULD (a WARN)."""
+        broken = {b.level or level for b in self.breakages()}
+        return next(rank for rank in (Level.MUST, Level.SHOULD, Level.MAY) if rank in broken)
 
 
 class Unsupported(Exception):
@@ -416,11 +428,15 @@ class Cases:
         self.count = 0
 
     @contextlib.contextmanager
-    def case(self, name: str) -> Iterator[None]:
+    def case(self, name: str, *, level: Level | None = None) -> Iterator[None]:
+        """One sub-case; `level` makes it weaker than the property (a SHOULD clause of a MUST:
+        the docs show it by example, or the live API was only observed doing it)."""
         self.count += 1
         try:
             yield
         except ConformanceFailure as failure:
+            if level is not None and failure.level is None:
+                failure.level = level
             self.broken.append((name, failure))
         except NotJudged as skipped:
             self.unjudged.append((name, skipped))
@@ -431,7 +447,14 @@ class Cases:
             if len(self.broken) == 1 and self.count == 1:
                 raise self.broken[0][1]
             subcases = [
-                Breakage(b.expected, b.actual, b.reason, b.subject, f"{name} / {b.case}" if b.case else name)
+                Breakage(
+                    b.expected,
+                    b.actual,
+                    b.reason,
+                    b.subject,
+                    f"{name} / {b.case}" if b.case else name,
+                    b.level or failure.level,
+                )
                 for name, failure in self.broken
                 for b in failure.breakages()
             ]
@@ -453,7 +476,9 @@ class Cases:
                 raise first
             raise NotJudged(f"no sub-case could be judged: {unjudged}", first.judged_by)
         if self.unjudged:
-            note(f"{len(self.unjudged)} of {self.count} sub-cases not judged: {unjudged}")
+            judges = sorted({skipped.judged_by for _, skipped in self.unjudged if skipped.judged_by})
+            by = f" ({', '.join(judges)} judges them)" if judges else ""
+            note(f"{len(self.unjudged)} of {self.count} sub-cases not judged{by}: {unjudged}")
 
 
 # ------------------------------------------------------------------ errors

@@ -166,11 +166,12 @@ def print_catalogue(console: Console) -> None:
     )
     for prop in sorted(REGISTRY.values(), key=lambda p: p.id):
         # Text, not markup: requirements quote patterns like ^[a-zA-Z0-9_-]{1,128}$.
+        source = f"\nrests on {prop.source}" if prop.source else ""
         table.add_row(
             Text(prop.id),
             Text(prop.level.value),
             Text(prop.title),
-            Text(f"{prop.citation.url}\n{prop.citation.requirement}"),
+            Text(f"{prop.citation.url}\n{prop.citation.requirement}{source}"),
         )
     console.print(table)
 

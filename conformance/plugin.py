@@ -227,7 +227,7 @@ def _result(
         result.verdict, result.message, result.judged_by = Verdict.SKIP, str(exc), exc.judged_by
         result.evidence = []  # the evidence is the judging property's
     elif isinstance(exc, ConformanceFailure):
-        result.verdict = broken
+        result.verdict = verdict_for_breakage(exc.strongest(prop.level))
         result.reason, result.expected, result.actual = exc.reason, exc.expected, exc.actual
         result.subject = exc.subject
         result.subcases = [b.as_dict() for b in exc.subcases]
@@ -340,7 +340,8 @@ def verdict_details(result: Result) -> list[str]:
     if result.verdict in (Verdict.FAIL, Verdict.WARN):
         broken = result.subcases or [{"case": None, "expected": result.expected, "actual": result.actual}]
         for case in broken:
-            prefix = f"[{case['case']}] " if case.get("case") else ""
+            weaker = f" ({case['level']})" if case.get("level") else ""
+            prefix = f"[{case['case']}]{weaker} " if case.get("case") else ""
             if case.get("expected") or case.get("actual"):
                 lines.append(f"{prefix}Expected: {first_line(case.get('expected'), 140)}")
                 lines.append(f"{' ' * len(prefix)}Actual:   {first_line(case.get('actual'), 140)}")

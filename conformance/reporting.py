@@ -171,7 +171,11 @@ def render_summary(index: dict[str, Any]) -> str:
 def _broken_rows(p: dict[str, Any]) -> list[tuple[str | None, str | None, str | None]]:
     """(sub-case, expected, actual) of each broken rule of a property: one row each."""
     if p.get("subcases"):
-        return [(c.get("case"), c.get("expected"), c.get("actual")) for c in p["subcases"]]
+        rows: list[tuple[str | None, str | None, str | None]] = []
+        for c in p["subcases"]:
+            weaker = f" ({c['level']})" if c.get("level") else ""
+            rows.append((f"{c.get('case')}{weaker}", c.get("expected"), c.get("actual")))
+        return rows
     return [(None, p["expected"], p["actual"] or p["message"])]
 
 

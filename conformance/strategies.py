@@ -147,7 +147,6 @@ BREAKERS: dict[str, Callable[[Body], Body]] = {
     "top_k negative": _set("top_k", -2),
     "stream not a boolean": _set("stream", "yes"),
     "messages not a list": _set("messages", {"role": "user", "content": "Hi"}),
-    "messages empty": _set("messages", []),
     "role unknown": _set("messages", [{"role": "narrator", "content": "Hi"}]),
     "message without content": _set("messages", [{"role": "user"}]),
     "empty text block": _first_block({"text": ""}),

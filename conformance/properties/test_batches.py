@@ -89,6 +89,11 @@ BATCH_ID = "param:message_batch_id"
     requirement="Create and retrieve answer a MessageBatch (type 'message_batch', an id, every key "
     "the schema requires); ended_at and results_url are null until processing ends and set once "
     "it has; expires_at is 24 hours after created_at. (The msgbatch_ prefix is BATCH-014's rule.)",
+    source="docs and schema: OpenAPI MessageBatch required[...]; SDK types/messages/message_batch.py "
+    "docstrings (api/messages/batches/retrieve) — required: [archived_at, cancel_initiated_at, "
+    "created_at, ended_at, expires_at, id, processing_status, request_counts, results_url, type];"
+    ' ended_at/results_url "Specified only once processing ends"; expires_at "24 hours after '
+    'creation"; id: …',
     invariant=73,
     requires=("batches",),
     covers=(ENDPOINT_CREATE, ENDPOINT_RETRIEVE, BATCH_ID),
@@ -140,6 +145,11 @@ def test_batch_001_message_batch_shape(target: Target) -> None:
     requirement="At every poll the five request_counts add up to the number of requests; each "
     "request counts as processing, and succeeded, errored, canceled and expired stay zero, until "
     "the whole batch has ended (then processing is zero).",
+    source="docs: api/messages/batches/retrieve (SDK types/messages/message_batch.py request_counts; "
+    'message_batch_request_counts.py) — "Requests start as `processing` and move to one of the '
+    "other statuses only once processing of the entire batch ends. The sum of all values always "
+    'matches the total number of requests in the batch."; each terminal count: "This is zero '
+    "until …",
     invariant=74,
     requires=("batches",),
     covers=(ENDPOINT_CREATE, ENDPOINT_RETRIEVE, BATCH_ID),
@@ -189,6 +199,12 @@ def test_batch_002_request_counts(target: Target) -> None:
     requirement="The results of an ended batch are one JSON object per line (no blank line, no "
     "JSON array), each {custom_id, result} valid against the schema with a documented result "
     "type, and every request's custom_id on exactly one line.",
+    source="docs and schema: api/messages/batches/results; OpenAPI MessageBatchIndividualResponse "
+    "required[custom_id,result]; OpenAPI "
+    "paths/~1v1~1messages~1batches~1{message_batch_id}~1results/get/responses/200/content "
+    '(application/x-jsonl) — "Streams the results of a Message Batch as a `.jsonl` file. Each '
+    "line in the file is a JSON object containing the result of a single request in the Message "
+    'Batch."',
     invariant=77,
     requires=("batches",),
     covers=(ENDPOINT_RESULTS, BATCH_ID),
@@ -209,11 +225,13 @@ def test_batch_003_results_jsonl(target: Target) -> None:
 
 @prop(
     "BATCH-004",
-    Level.SHOULD,
+    Level.MUST,
     "Results are served as application/x-jsonl",
     url=f"{API}/messages/batches/results",
     requirement="The results file is sent with Content-Type application/x-jsonl, the media type "
     "the API reference gives it.",
+    source="schema: OpenAPI paths /v1/messages/batches/{message_batch_id}/results get responses 200 — "
+    "the one content type of the results is application/x-jsonl",
     invariant=77,
     requires=("batches",),
     covers=(ENDPOINT_RESULTS, BATCH_ID),
@@ -238,6 +256,9 @@ def test_batch_004_results_content_type(target: Target) -> None:
     requirement="Each request's params are validated when it is processed: one the Messages API "
     "would refuse is an `errored` result carrying that error envelope (invalid_request_error), "
     "not a refused batch, and the other requests of the batch succeed.",
+    source='docs: build-with-claude/batch-processing#prepare-and-create-your-batch — "Validation of the '
+    "`params` object for each message request is performed asynchronously, and validation errors "
+    'are returned when processing of the entire batch has ended."',
     invariant=82,
     requires=("batches",),
     covers=(ENDPOINT_CREATE, ENDPOINT_RETRIEVE, ENDPOINT_RESULTS, BATCH_ID),
@@ -282,6 +303,11 @@ def test_batch_005_invalid_request_errored(target: Target) -> None:
     url=f"{API}/messages/batches/create",
     requirement="A create whose requests repeat a custom_id, whose custom_id does not match "
     "^[a-zA-Z0-9_-]{1,64}$, or that holds no request, is refused with 400 invalid_request_error.",
+    source="docs and schema: OpenAPI MessageBatchIndividualRequestParams/properties/custom_id; OpenAPI "
+    "CreateMessageBatchParams/properties/requests; SDK types/messages/batch_create_params.py — "
+    "custom_id pattern ^[a-zA-Z0-9_-]{1,64}$ (minLength 1, maxLength 64); requests minItems 1, "
+    'maxItems 100000; custom_id docstring: "Must be unique for each request within the Message '
+    'Batch."',
     invariant=75,
     requires=("batches",),
     covers=(ENDPOINT_CREATE, "error:invalid_request_error"),
@@ -314,6 +340,11 @@ def test_batch_006_custom_id_rules(target: Target) -> None:
     requirement="Canceling a batch in progress answers it with processing_status 'canceling' (or "
     "already 'ended') and cancel_initiated_at set; it then ends, each request succeeded, errored "
     "or canceled, and request_counts.canceled counts the canceled results.",
+    source="docs: api/messages/batches/cancel (SDK resources/messages/batches.py cancel docstring); "
+    'message_batch.py cancel_initiated_at — "Once cancellation is initiated, the batch enters a '
+    "`canceling` state ... The number of canceled requests is specified in `request_counts`. To "
+    'determine which requests were canceled, check the individual results"; cancel_initiated_at: '
+    "…",
     invariant=78,
     requires=("batches",),
     covers=(ENDPOINT_CREATE, ENDPOINT_CANCEL, ENDPOINT_RETRIEVE, ENDPOINT_RESULTS, BATCH_ID),
@@ -374,9 +405,14 @@ def test_batch_007_cancel(target: Target) -> None:
     Level.MUST,
     "Delete is refused before the end and works after it",
     url=f"{API}/messages/batches/delete",
-    requirement="Deleting a batch still processing is refused (400 invalid_request_error: cancel "
-    "it first); once it has ended, delete answers {id, type: 'message_batch_deleted'} and the "
-    "batch is then a 404 not_found_error.",
+    requirement="Deleting a batch still processing is refused (400 invalid_request_error, or 409 "
+    "conflict_error: cancel it first); once it has ended, delete answers {id, type: "
+    "'message_batch_deleted'} and the batch is then a 404 not_found_error.",
+    source="docs and schema: api/messages/batches/delete (SDK delete docstring); OpenAPI "
+    'DeleteMessageBatchResponse; api/errors#http-errors — "Message Batches can only be deleted '
+    "once they've finished processing. If you'd like to delete an in-progress batch, you must "
+    'first cancel it."; DeleteMessageBatchResponse required [id, type], type const '
+    "message_batch_deleted; errors page …",
     invariant=79,
     requires=("batches",),
     covers=(
@@ -406,7 +442,12 @@ def test_batch_008_delete(target: Target) -> None:
             f"HTTP 200: {early.text[:300]}",
             reason="deleted-in-progress",
         )
-        expect_error(early, 400, "invalid_request_error")
+        # The docs say it cannot be deleted, not with which status: 400, or 409 conflict_error
+        # ("conflicts with the current state of a resource"), both as the errors page has them.
+        if early.status_code == 409:
+            expect_error(early, 409, "conflict_error")
+        else:
+            expect_error(early, 400, "invalid_request_error")
         target.request("POST", batch_path(batch_id, "/cancel"))  # cancel itself is BATCH-007's rule
         wait_ended(target, batch_id)
         done = True
@@ -439,6 +480,10 @@ def _delete_at_once(target: Target) -> tuple[str, httpx.Response]:
     "bounds a page, after_id and before_id give the page after or before an id, first_id and "
     "last_id name the page's ends, has_more is false on the last page, and the SDK's "
     "auto-pagination walks it.",
+    source="docs and schema: api/messages/batches/list (SDK list docstring); OpenAPI "
+    'ListResponse_MessageBatch_ — "Most recently created batches are returned first."; after_id: '
+    '"returns the page of results immediately after this object"; before_id: "... immediately '
+    'before this object"; first_id: "First ID in the `data` list"; has_more: "Indicates if …',
     invariant=81,
     requires=("batches",),
     covers=(ENDPOINT_CREATE, ENDPOINT_LIST, "param:limit", "param:after_id", "param:before_id"),
@@ -480,6 +525,10 @@ def test_batch_009_list_pagination(target: Target) -> None:
     url=f"{API}/messages/batches/retrieve",
     requirement="client.messages.batches.results() fetches the ended batch's results_url, which "
     "the target must serve: the SDK yields one result per request, of a documented type.",
+    source="docs: api/messages/batches/retrieve (SDK retrieve docstring; message_batch.py results_url) —"
+    ' "To access the results of a Message Batch, make a request to the `results_url` field in the'
+    ' response."; results_url: "URL to a `.jsonl` file containing the results of the Message '
+    'Batch requests."',
     invariant=77,
     requires=("batches",),
     covers=(ENDPOINT_RETRIEVE, ENDPOINT_RESULTS, BATCH_ID),
@@ -503,6 +552,10 @@ def test_batch_010_sdk_results(target: Target) -> None:
     requirement="The official SDKs' beta batch resources call the same paths with ?beta=true and "
     "an anthropic-beta header naming message-batches-2024-09-24; retrieve, list and results "
     "answer them as they answer the GA calls.",
+    source="schema: OpenAPI paths keys '/v1/messages/batches?beta=true', "
+    "'/v1/messages/batches/{message_batch_id}?beta=true', "
+    "'/v1/messages/batches/{message_batch_id}/results?beta=true' — The official spec defines each"
+    " batch operation a second time under a path ending in ?beta=true",
     invariant=30,
     requires=("batches",),
     covers=(
@@ -553,6 +606,8 @@ def test_batch_011_beta_twins(target: Target) -> None:
     url=f"{API}/errors",
     requirement="Retrieve, cancel, results and delete of an id the target never issued answer "
     "404 not_found_error.",
+    source='docs: api/errors#http-errors — "404 - not_found_error: The requested resource was not found.'
+    ' Check the endpoint path and any resource IDs in the request URL."',
     invariant=80,
     requires=("batches",),
     covers=(

@@ -179,6 +179,11 @@ THINKING_COVERS = (
     requirement="clear_thinking_20251015 with keep {thinking_turns: 1} clears the thinking of all but "
     "the last assistant turn: applied_edits reports cleared_thinking_turns (here 1) and the "
     "cleared_input_tokens, which the usage no longer counts; keep 'all' clears nothing.",
+    source="docs: build-with-claude/context-editing#configuration-options-for-thinking-block-clearing; "
+    'build-with-claude/context-editing#context-editing-response — keep: "Defines how many recent '
+    'assistant turns with thinking blocks to preserve. Use {type: \\"thinking_turns\\", value: N} '
+    '... or \\"all\\" to keep all thinking blocks."; response example applied_edits [{type: '
+    "clear_thinking_20251015, …",
     requires=("context_management", "clear_thinking"),
     covers=THINKING_COVERS,
 )
@@ -211,6 +216,8 @@ def test_ctx_001_older_reasoning_cleared(target: Target, model_info: Info) -> No
     requirement="In a stream, the context edits applied to the request are reported in the final "
     "message_delta event's context_management.applied_edits, each with what it cleared (here "
     "clear_thinking: 1 thinking turn, and its input tokens).",
+    source='docs: build-with-claude/context-editing#context-editing-response — "For streaming responses,'
+    ' the context edits will be included in the final `message_delta` event"',
     requires=("context_management", "clear_thinking"),
     covers=(*THINKING_COVERS, "request:stream", "event:message_delta"),
 )
@@ -250,6 +257,10 @@ def clear_tool_uses(trigger: int, keep: int) -> dict[str, Any]:
     requirement="clear_tool_uses_20250919 acts once the prompt passes its trigger: it clears all "
     "but the `keep` most recent tool uses (here 2 of 3) and reports cleared_tool_uses and "
     "cleared_input_tokens in applied_edits; under the trigger it clears nothing.",
+    source="docs: build-with-claude/context-editing#configuration-options-for-tool-result-clearing — "
+    'trigger: "Once the prompt exceeds this threshold, clearing will begin."; keep: "how many '
+    "recent tool use/result pairs to keep after clearing occurs. The API removes the oldest tool "
+    'interactions first"',
     requires=("context_management", "clear_tool_uses"),
     covers=(*TOOL_COVERS, "response:usage.input_tokens"),
 )
@@ -277,6 +288,9 @@ def test_ctx_003_old_calls_cleared(target: Target) -> None:
     requirement="count_tokens applies the context edits of the request: input_tokens is the count "
     "after clearing (fewer than with nothing cleared), and context_management."
     "original_input_tokens, when given, is the count before.",
+    source='docs: build-with-claude/context-editing#token-counting — "The response shows both the final '
+    "token count after context management is applied (`input_tokens`) and the original token "
+    'count before any clearing occurred (`original_input_tokens`)."',
     requires=("context_management", "clear_tool_uses"),
     covers=(
         "endpoint:POST /v1/messages/count_tokens",
@@ -307,12 +321,14 @@ def test_ctx_004_count_tokens(target: Target) -> None:
 
 @prop(
     "CTX-005",
-    Level.MUST,
+    Level.SHOULD,
     "An edit the model lacks is refused, never ignored",
     url=f"{EDITING}#overview",
     requirement="A context_management edit that the model's capabilities say it does not serve "
     "(context_management.<edit>.supported false) is a 400 invalid_request_error, never a 200 "
-    "that silently leaves the prompt whole.",
+    "that silently leaves the prompt whole."
+    " No docs sentence says an edit the model lacks is refused rather than ignored; a refusal is what a "
+    "client can act on, so this is a SHOULD.",
     requires=("context_management",),
     covers=(
         "endpoint:POST /v1/messages",

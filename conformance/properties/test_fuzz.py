@@ -74,6 +74,10 @@ def _expect_client_error(response: Any, what: str) -> None:
     url=ERRORS,
     requirement="A POST /v1/messages body that breaks the request schema (schemathesis negative "
     "mode) is answered with a 4xx error: never accepted, never a 5xx.",
+    source="docs and schema: OpenAPI CreateMessageParams; api/errors#http-errors — schemathesis negative"
+    ' cases violate the official request schema; "400 - invalid_request_error: There was an issue'
+    " with the format or content of your request. This error type may also be used for other 4XX "
+    'status codes"',
     covers=("endpoint:POST /v1/messages",),
 )
 def test_fuzz_001_negative_create(target: Target) -> None:
@@ -92,6 +96,8 @@ def test_fuzz_001_negative_create(target: Target) -> None:
     url=ERRORS,
     requirement="A POST /v1/messages/count_tokens body that breaks the request schema is "
     "answered with a 4xx error: never accepted, never a 5xx.",
+    source="docs and schema: OpenAPI CountMessageTokensParams; api/errors#http-errors — "
+    "CountMessageTokensParams required [messages, model], additionalProperties false",
     covers=("endpoint:POST /v1/messages/count_tokens",),
 )
 def test_fuzz_002_negative_count_tokens(target: Target) -> None:
@@ -111,6 +117,9 @@ def test_fuzz_002_negative_count_tokens(target: Target) -> None:
     requirement="A POST /v1/messages body valid against the schema (schemathesis positive mode, "
     "pointed at the target's model) gets 200 with a schema-valid Message or event stream, or a "
     "4xx error envelope for what the server does not serve; never a 5xx.",
+    source="docs and schema: OpenAPI paths/~1v1~1messages/post/responses (200 Message, 4XX "
+    "ErrorResponse); api/errors#http-errors — responses: 200 application/json Message; 4XX "
+    "ErrorResponse",
     covers=("endpoint:POST /v1/messages",),
 )
 def test_fuzz_003_positive_create(target: Target) -> None:
@@ -149,6 +158,9 @@ def test_fuzz_003_positive_create(target: Target) -> None:
     requirement="GET /v1/models with generated limit/after_id/before_id, and GET "
     "/v1/models/{id} with generated ids, answer 200 with a schema-valid body or a 4xx error "
     "envelope; never a 5xx.",
+    source="schema: OpenAPI paths/~1v1~1models/get; OpenAPI paths/~1v1~1models~1{model_id}/get; OpenAPI "
+    "ListResponse_ModelInfo_; OpenAPI ModelInfo — limit minimum 1 maximum 1000; responses 200 "
+    "ListResponse_ModelInfo_ / ModelInfo, 4XX ErrorResponse",
     covers=(
         "endpoint:GET /v1/models",
         "endpoint:GET /v1/models/{model_id}",

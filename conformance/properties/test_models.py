@@ -93,6 +93,10 @@ def ids(body: dict[str, Any]) -> list[str]:
     requirement="GET /v1/models returns {data, has_more, first_id, last_id} where each item is a "
     "ModelInfo (type 'model', id, display_name, RFC 3339 created_at, max_input_tokens, "
     "max_tokens, capabilities) — not an OpenAI list.",
+    source="schema: OpenAPI ListResponse_ModelInfo_; OpenAPI ModelInfo — ListResponse required [data, "
+    "first_id, has_more, last_id]; ModelInfo required [capabilities, created_at, display_name, "
+    'id, max_input_tokens, max_tokens, type], type const model; first_id: "First ID in the `data`'
+    ' list"',
     invariant=83,
     covers=(
         "endpoint:GET /v1/models",
@@ -127,6 +131,10 @@ def test_models_001_list_shape(target: Target) -> None:
     url=f"{MODELS}#parameter-after-id",
     requirement="limit bounds the page; after_id=<last_id> gives the next page; has_more is false "
     "on the last page; walking with limit=1 visits every model once.",
+    source="docs and schema: api/models/list#parameter-after-id; OpenAPI ListResponse_ModelInfo_ — "
+    'after_id: "returns the page of results immediately after this object"; last_id: "Last ID in '
+    'the `data` list. Can be used as the `after_id` for the next page."; limit: "Number of items '
+    'to return per page"',
     invariant=81,
     covers=(
         "endpoint:GET /v1/models",
@@ -184,6 +192,8 @@ def test_models_002_pagination(target: Target) -> None:
     "A model can be retrieved by id; unknown ids are 404",
     url="api/models/get",
     requirement="GET /v1/models/{id} returns that ModelInfo; an unknown id is a 404 not_found_error.",
+    source='docs and schema: OpenAPI ModelInfo; api/errors#http-errors — ModelInfo schema; "404 - '
+    'not_found_error ... Check the endpoint path and any resource IDs in the request URL."',
     invariant=84,
     covers=(
         "endpoint:GET /v1/models",
@@ -212,6 +222,9 @@ def test_models_003_retrieve(target: Target) -> None:
     url="api/models/get",
     requirement="Every model id /v1/messages accepts (aliases included) resolves through "
     "GET /v1/models/{id}, and the ModelInfo states max_tokens.",
+    source='docs: api/models/get; api/models/list — "The Models API response can be used to determine '
+    'which models are available for use in the API."; get: "resolve a model alias to a model ID";'
+    " ModelInfo.max_tokens required (nullable)",
     invariant=85,
     covers=(
         "endpoint:GET /v1/models/{model_id}",

@@ -108,6 +108,11 @@ def _block(block: Any) -> Any:
     requirement="The Message that the official TypeScript SDK's messages.stream(...).finalMessage() "
     "assembles has the blocks, text, stop_reason, stop_sequence and usage the stream's events carry "
     "(each official SDK gives the same message for the same events: content before message_stop).",
+    source="docs: api/errors#long-requests; "
+    'build-with-claude/streaming#get-the-final-message-without-handling-events — "the SDKs can '
+    "consume the stream for you and return the complete `Message` object, identical to what a "
+    'non-streaming call returns" (errors page, Long requests; the streaming page says the same of'
+    " .get_final_message() / .finalMessage())",
     covers=(
         "endpoint:POST /v1/messages",
         "request:stream",
@@ -142,11 +147,18 @@ def test_sdk_001_stream_final_message(target: Target) -> None:
 
 
 BAD_REQUEST = (400, "BadRequestError", "invalid_request_error")
-# (case, operation, request changes, (status, the SDK's error class, the body's error.type))
-ERROR_CASES: list[tuple[str, Operation, dict[str, Any], tuple[int, str, str]]] = [
-    ("create without max_tokens", "create", {"max_tokens": None}, BAD_REQUEST),
-    ("stream without max_tokens", "stream", {"max_tokens": None}, BAD_REQUEST),
-    ("unknown model", "create", {"model": UNKNOWN_MODEL}, (404, "NotFoundError", "not_found_error")),
+# (case, operation, request changes, (status, the SDK's error class, the body's error.type), level):
+# an unknown model's 404 is observed, not documented (ERR-010), so a SHOULD sub-case here too.
+ERROR_CASES: list[tuple[str, Operation, dict[str, Any], tuple[int, str, str], Level | None]] = [
+    ("create without max_tokens", "create", {"max_tokens": None}, BAD_REQUEST, None),
+    ("stream without max_tokens", "stream", {"max_tokens": None}, BAD_REQUEST, None),
+    (
+        "unknown model",
+        "create",
+        {"model": UNKNOWN_MODEL},
+        (404, "NotFoundError", "not_found_error"),
+        Level.SHOULD,
+    ),
 ]
 
 
@@ -158,7 +170,9 @@ ERROR_CASES: list[tuple[str, Operation, dict[str, Any], tuple[int, str, str]]] =
     requirement="An error answer's status maps to the official TypeScript SDK's error class (400 "
     "BadRequestError, 401 AuthenticationError, 404 NotFoundError), streamed requests included, and "
     "the SDK reads error.type from the body (invalid_request_error, authentication_error, "
-    "not_found_error).",
+    "not_found_error); the unknown model's 404 is a SHOULD sub-case, as ERR-010 is.",
+    source='docs: api/errors#http-errors; api/errors#sdk-error-types — "The official SDKs raise typed '
+    'exceptions for these errors ... a 404 surfaces as `anthropic.NotFoundError`"',
     covers=(
         "endpoint:POST /v1/messages",
         "request:model",
@@ -173,13 +187,13 @@ ERROR_CASES: list[tuple[str, Operation, dict[str, Any], tuple[int, str, str]]] =
 )
 def test_sdk_002_error_classes(target: Target) -> None:
     cases = Cases()
-    runs: list[tuple[str, Operation, dict[str, Any], tuple[int, str, str], str | None]]
+    runs: list[tuple[str, Operation, dict[str, Any], tuple[int, str, str], Level | None, str | None]]
     runs = [(*case, None) for case in ERROR_CASES]
     if target.config.api_key is not None:  # as AUTH-*: a 401 is judged on a target with a key
         wrong_key = (401, "AuthenticationError", "authentication_error")
-        runs.append(("wrong key", "create", {}, wrong_key, WRONG_KEY))
-    for name, operation, changes, (status, error_class, error_type), key in runs:
-        with cases.case(name):
+        runs.append(("wrong key", "create", {}, wrong_key, None, WRONG_KEY))
+    for name, operation, changes, (status, error_class, error_type), level, key in runs:
+        with cases.case(name, level=level):
             body = {k: v for k, v in message_body(target, **changes).items() if v is not None}
             result = ts(target, operation, body, api_key=key)
             error = result.error
@@ -203,6 +217,10 @@ def test_sdk_002_error_classes(target: Target) -> None:
     requirement="The input of each tool_use block of the official TypeScript SDK's finalMessage() "
     "equals the JSON value of that block's input_json_delta fragments joined (the start's {} when "
     "none came), with the block's id and name.",
+    source='docs: build-with-claude/streaming#input-json-delta — "The deltas for `tool_use` content '
+    "blocks correspond to updates for the `input` field of the block. To support maximum "
+    "granularity, the deltas are partial JSON strings, whereas the final `tool_use.input` is "
+    'always an object."',
     invariant=62,
     requires=("tools",),
     covers=(
@@ -244,21 +262,21 @@ def test_sdk_003_tool_input(target: Target) -> None:
 
 @prop(
     "SDK-004",
-    Level.MUST,
+    Level.SHOULD,
     "The TypeScript SDK's stream of a turn that ends by itself equals the non-streamed answer",
     url=STREAMING,
     requirement="On a deterministic target (temperature 0) a turn the model ends by itself "
     "(end_turn), streamed through the official TypeScript SDK, gives a finalMessage() with the "
     "content, stop_reason and usage.output_tokens of the same request made without streaming: "
     "that SDK's message is complete at message_stop, so content sent after it, or a last delta "
-    "lost at a natural end, shows here.",
+    "lost at a natural end, shows here."
+    " Two calls agree only on a deterministic target, and the docs say temperature 0 is not fully "
+    "deterministic: a SHOULD, judged only where the run found the target deterministic.",
     invariant=64,
     covers=(
         "endpoint:POST /v1/messages",
-        "request:stream",
         "response:content",
         "response:stop_reason",
-        "event:message_stop",
     ),
 )
 def test_sdk_004_natural_end_equals_create(target: Target) -> None:

@@ -56,6 +56,10 @@ def expect_json_texts(texts: list[str], schema: dict[str, Any], what: str, *, st
     requirement="With output_config.format {type: json_schema, schema} the answer's text is one "
     "JSON value valid against the schema, with nothing around it (no prose, no code fence), "
     "streamed or not.",
+    source="docs: build-with-claude/structured-outputs#json-outputs — \"JSON outputs control Claude's "
+    'response format, ensuring Claude returns valid JSON matching your schema."; "Structured '
+    "outputs guarantee schema-compliant responses through constrained decoding: Always valid: No "
+    'more JSON.parse() errors"',
     invariant=43,
     requires=("structured_outputs",),
     covers=(
@@ -106,6 +110,8 @@ class Sky(BaseModel):
     requirement="messages.parse(output_format=<type>) of the official SDK sends the type's schema "
     "as output_config.format and validates every text block as that type: it succeeds and "
     "gives the parsed object, plain and streamed.",
+    source='docs: build-with-claude/structured-outputs#json-outputs (SDK helpers) — "Python: '
+    'client.messages.parse() with Pydantic models"; SDK lib/_parse validates each text block',
     invariant=43,
     requires=("structured_outputs",),
     covers=(
@@ -156,6 +162,8 @@ def test_struct_002_sdk_parse(target: Target) -> None:
     "answer's text is JSON valid against it. A schema using keywords the real API does not take "
     "(bounds) may instead be refused with a 400; an answer cut by max_tokens or refused is "
     "incomplete by the docs and not judged.",
+    source="docs: build-with-claude/structured-outputs#json-schema-limitations — guarantee as "
+    'STRUCT-001; "If you use an unsupported feature, you\'ll receive a 400 error with details"',
     invariant=43,
     requires=("structured_outputs",),
     covers=(

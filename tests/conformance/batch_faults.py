@@ -101,9 +101,10 @@ def _as_json(request: Request, response: Response) -> Response:
 
 
 def _has_invalid(body: Any) -> bool:
+    """Whether a batch holds conformance.batches.invalid_request's request (max_tokens -1)."""
     requests = body.get("requests") if isinstance(body, dict) else None
     return any(
-        isinstance(r, dict) and isinstance(r.get("params"), dict) and r["params"].get("messages") == []
+        isinstance(r, dict) and isinstance(r.get("params"), dict) and r["params"].get("max_tokens") == -1
         for r in (requests if isinstance(requests, list) else [])
     )
 
@@ -111,7 +112,9 @@ def _has_invalid(body: Any) -> bool:
 def _refuse_whole(request: Request) -> Request | Response:
     if request.method == "POST" and _route(request) == BATCHES and _has_invalid(request.json):
         return error(
-            400, "invalid_request_error", "requests.1.params.messages: at least one message is required"
+            400,
+            "invalid_request_error",
+            "requests.1.params.max_tokens: Input should be greater than or equal to 0",
         )
     return request
 

@@ -226,6 +226,11 @@ def _error_then_stop(_: Request, frames: list[Frame]) -> list[Frame]:
     return [*frames[:-1], Frame.of(error_event), frames[-1]]
 
 
+def _bare_error_event(_: Request, frames: list[Frame]) -> list[Frame]:
+    """The stream ended by an error event in OpenAI's shape (no `error.type`)."""
+    return [*frames[:-2], Frame.of({"type": "error", "error": {"message": "upstream failed"}})]
+
+
 def _empty_delta(_: Request, frames: list[Frame]) -> list[Frame]:
     out: list[Frame] = []
     for frame in frames:
@@ -483,10 +488,6 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
                 lambda b: "citations" in json.dumps(b), lambda r: error(400, "invalid_request_error")
             ),
         ),
-        "MSG-014": Fault(
-            "unknown betas rejected",
-            request=lambda r: error(400, "invalid_request_error") if "anthropic-beta" in r.headers else r,
-        ),
         "MSG-015": Fault(
             "system blocks rejected",
             request=_if_json(
@@ -566,7 +567,7 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
             "early errors sent as a 200 stream",
             response=lambda r, resp: _error_as_stream(resp) if r.streaming and resp.status >= 400 else resp,
         ),
-        "STREAM-019": Fault("error event followed by message_stop (oMLX)", frames=_error_then_stop),
+        "STREAM-019": Fault("an error event without error.type (OpenAI's shape)", frames=_bare_error_event),
         "STREAM-020": Fault("empty text deltas", frames=_empty_delta),
         "STREAM-021": Fault("message_start missing: the SDK gives up", frames=drop("message_start")),
         "STREAM-022": Fault("blocks never stopped", frames=drop("content_block_stop")),

@@ -100,6 +100,9 @@ def _validate(body: JSONDict) -> None:
         raise Refused("tool_choice.name: no such tool")
     if choice.get("type") in ("any", "tool") and not tools:
         raise Refused("tool_choice: requires tools")
+    max_tokens = body.get("max_tokens")
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 0:
+        raise Refused("max_tokens: an integer >= 0")
     messages = body.get("messages") or []
     if not messages:
         raise Refused("messages: at least one message is required")

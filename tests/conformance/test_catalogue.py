@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 
-from conformance.catalogue import AREAS, REGISTRY, Level, prop
+from conformance.catalogue import AREAS, REGISTRY, RETIRED, SOURCE_KINDS, Level, prop
 from conformance.properties import load_all
 
 
@@ -96,8 +96,26 @@ def test_levels_are_spread():
 
 def test_bad_declarations_are_refused():
     with pytest.raises(ValueError, match="bad property id"):
-        prop("NOPE-1", Level.MUST, "t", url="x", requirement="r")
+        prop("NOPE-1", Level.MUST, "t", url="x", requirement="r", source="docs: x")
     with pytest.raises(ValueError, match="must be named"):
 
-        @prop("MSG-999", Level.MUST, "t", url="api/messages", requirement="r")
+        @prop("MSG-999", Level.MUST, "t", url="api/messages", requirement="r", source="docs: x")
         def test_wrong_name() -> None: ...
+
+    with pytest.raises(ValueError, match="a MUST needs a source"):
+        prop("MSG-999", Level.MUST, "t", url="api/messages", requirement="r")
+    with pytest.raises(ValueError, match="a MUST needs a source"):
+        prop("MSG-999", Level.MUST, "t", url="api/messages", requirement="r", source="we think so")
+    with pytest.raises(ValueError, match="is retired"):
+        prop("MSG-014", Level.SHOULD, "t", url="api/messages", requirement="r")
+
+
+def test_every_must_rests_on_the_docs_or_the_schema():
+    """The audit of issue 18: a MUST names the docs sentence or the official schema fact it rests
+    on; a rule the docs are silent on is a SHOULD, with its reasoning in the requirement."""
+    for item in REGISTRY.values():
+        if item.level is Level.MUST:
+            assert item.source, item.id
+            assert item.source.startswith(SOURCE_KINDS), item.id
+            assert len(item.source) > 40, item.id  # a place and the words found there
+        assert item.id not in RETIRED

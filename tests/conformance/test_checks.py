@@ -140,8 +140,8 @@ def test_sub_cases_whose_precondition_fails_are_not_judged():
         raise ConformanceFailure("HTTP 200", "HTTP 400: no")
     cases.check()  # the judged one holds: no failure, and a note says what was not judged
     assert take_notes() == [
-        "1 of 2 sub-cases not judged: [built on another rule] max_tokens 0 accepted did not hold: "
-        "HTTP 400: no (MSG-011 judges that)"
+        "1 of 2 sub-cases not judged (MSG-011 judges them): [built on another rule] max_tokens 0 "
+        "accepted did not hold: HTTP 400: no (MSG-011 judges that)"
     ]
     alone = Cases()
     with alone.case("only"), precondition("a tool call", judged_by="TOOL-001"):

@@ -46,18 +46,20 @@ def _drop_null_stop_sequence(_: Request, data: JSONDict) -> None:
 
 
 def test_a_repeated_text_delta_fails_the_run_without_a_profile(tiny_random_url, tmp_path):
+    """Caught by the comparison with the plain answer, which needs determinism (a SHOULD: the
+    docs disclaim determinism), so it WARNs; with --strict it fails the run."""
     proxy = FaultProxy(tiny_random_url, everywhere=Fault("repeated delta", frames=repeat_last_text_delta))
     with running_proxy(proxy) as url:
         # No profile: the run probes determinism first. The stream properties are the ones that
         # compare a stream with its twin (the whole catalogue is the proofs' and the sweep's).
-        code, index, output = run_suite(url, tmp_path, extra=["-k", "stream"])
+        code, index, output = run_suite(url, tmp_path, extra=["-k", "stream", "--strict"])
     assert index["determinism"] == {
         "deterministic": True,
         "source": "probe",
         "detail": "the same greedy request, sent twice, got identical answers",
     }
     got = verdicts(index)
-    assert got["STREAM-012"] == "FAIL", output[-3000:]
+    assert got["STREAM-012"] == "WARN", output[-3000:]
     assert "ERROR" not in got.values()
     assert code == 1
 
@@ -107,7 +109,8 @@ def test_a_missing_stop_sequence_key_fails_only_the_schema_properties(
 def test_a_lost_or_late_last_delta_of_a_natural_end_fails_through_both_sdks(smollm2_url, tmp_path):
     """SmolLM2 ends short answers by itself, with text: stream and create agree through the
     Python SDK (STREAM-023) and the TypeScript one (SDK-004); a last text delta lost, or sent
-    after message_stop, fails the SDK that sees it."""
+    after message_stop, breaks the SDK that sees it (a WARN: both compare two calls, which needs
+    determinism; --strict fails the gate)."""
     model, selection = "smollm2-135m-instruct", ["-k", "stream_023 or sdk_004"]
     profile = tmp_path / "deterministic.toml"
     profile.write_text('name = "smollm2"\ndeterministic = true\n')
@@ -122,9 +125,9 @@ def test_a_lost_or_late_last_delta_of_a_natural_end_fails_through_both_sdks(smol
         FaultProxy(smollm2_url, {pid: faults[pid] for pid in ("STREAM-023", "SDK-004")})
     ) as url:
         code, index, output = run_suite(
-            url, tmp_path / "fault", model=model, profile=profile, extra=selection
+            url, tmp_path / "fault", model=model, profile=profile, extra=[*selection, "--strict"]
         )
     faulted = verdicts(index)
-    assert faulted["STREAM-023"] == "FAIL", output[-3000:]
-    assert faulted["SDK-004"] == ("FAIL" if clean["SDK-004"] == "PASS" else "SKIP"), output[-3000:]
+    assert faulted["STREAM-023"] == "WARN", output[-3000:]
+    assert faulted["SDK-004"] == ("WARN" if clean["SDK-004"] == "PASS" else "SKIP"), output[-3000:]
     assert code == 1
