@@ -109,6 +109,7 @@ class Property:
     invariant: int | None = None  # number in the spec notes' §9, where one applies
     source: str | None = None  # a MUST's basis: "docs: <url> — <sentence>" or "schema: <path> — <fact>"
     requires: tuple[str, ...] = ()  # optional target features; absent → UNSUPPORTED
+    alone: bool = False  # judged only while the target serves nothing else (conformance/scheduling.py)
     covers: tuple[str, ...] = ()  # coverage keys (see the module docstring)
     unobserved: tuple[tuple[str, str], ...] = ()  # (key of covers, why the reference never shows it)
     retired: bool = False
@@ -147,12 +148,14 @@ def prop(
     invariant: int | None = None,
     source: str | None = None,
     requires: tuple[str, ...] = (),
+    alone: bool = False,
     covers: tuple[str, ...] = (),
     unobserved: dict[str, str] | None = None,
 ) -> Callable[[F], F]:
     """Declare the decorated test function as property `property_id`. A MUST names its `source`:
     the docs sentence or the official schema's fact it rests on (a rule the docs are silent on
-    is a SHOULD, its reasoning in `requirement`)."""
+    is a SHOULD, its reasoning in `requirement`). `alone`: its judgement depends on the target
+    being otherwise idle (timing, a load it puts on the target), so it never runs beside another."""
     match = _ID.match(property_id)
     if match is None or match["area"] not in AREAS:
         raise ValueError(f"bad property id {property_id!r}: want AREA-NNN with AREA in {AREAS}")
@@ -179,6 +182,7 @@ def prop(
             invariant=invariant,
             source=source,
             requires=requires,
+            alone=alone,
             covers=covers,
             unobserved=tuple(sorted((unobserved or {}).items())),
             test_name=function.__name__,

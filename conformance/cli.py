@@ -4,6 +4,7 @@
     plumbline                       # no target: start the reference server and judge it
     plumbline --list                # the catalogue, without running anything
     plumbline -k stream_003         # one property
+    plumbline --jobs 1              # one property at a time (default: 4 at once)
     plumbline matrix RUN_DIR... [--out DIR]           # several runs side by side
     plumbline diff OLD NEW [--json FILE] [--md FILE]  # what changed between two runs
 
@@ -33,6 +34,12 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 PROPERTIES_DIR = PACKAGE_DIR / "properties"
 REFERENCE_PROFILE = PACKAGE_DIR / "profiles" / "reference.toml"
 DEFAULT_SERVER_MODEL = "smollm2-135m-instruct"
+# Enough to keep a server busy while each worker waits on its answers; a server that batches
+# requests answers four at once nearly as fast as one.
+DEFAULT_JOBS = 4
+# A worker costs a few seconds to start (pytest, the SDK, the catalogue): small selections run
+# in one process.
+PROPERTIES_PER_WORKER = 12
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,6 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
         "time fails that property (default 120)",
     )
     parser.add_argument("--strict", action="store_true", help="SHOULD breakage fails the gate too")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        help=f"properties judged at once, by pytest-xdist workers (default: up to {DEFAULT_JOBS}, one "
+        f"per {PROPERTIES_PER_WORKER} selected properties; 1: one at a time, in this process). Those "
+        "that must run alone do so first, whatever the number",
+    )
     parser.add_argument("--profile", type=Path, help="target profile (TOML)")
     parser.add_argument("--baseline", type=Path, help="expected failures (TOML); overrides the profile's")
     parser.add_argument("--update-baseline", action="store_true", help="write today's failures as expected")
@@ -135,6 +149,11 @@ def run_suite(
     ]
     if not args.pytest_output:
         pytest_args += ["-p", "no:terminal"]
+    jobs = workers(args.jobs, selected(args.keyword))
+    if jobs > 1:
+        pytest_args += ["-p", "xdist", "-n", str(jobs)]
+    else:
+        pytest_args += ["-p", "no:xdist"]
     if model:
         pytest_args.append(f"--plumbline-model={model}")
     if args.api_key:
@@ -150,6 +169,46 @@ def run_suite(
     if args.keyword:
         pytest_args += ["-k", args.keyword]
     return int(pytest.main(pytest_args))
+
+
+def selected(keyword: str | None) -> int:
+    """How many properties `-k keyword` selects, matched as pytest matches it (a case-insensitive
+    substring of the test's name or of its module's file name)."""
+    from _pytest.mark.expression import Expression
+
+    from conformance.catalogue import REGISTRY
+    from conformance.properties import load_all
+
+    load_all()
+    if not keyword:
+        return len(REGISTRY)
+    expression = Expression.compile(keyword)
+    count = 0
+    for prop in REGISTRY.values():
+        names = {prop.test_name.lower(), f"test_{_module_of(prop.test_name)}.py"}
+
+        def matches(sub: str, /, **_: str | int | bool | None) -> bool:
+            return any(sub.lower() in name for name in names)  # noqa: B023 (used at once)
+
+        count += bool(expression.evaluate(matches))
+    return count
+
+
+def _module_of(test_name: str) -> str:
+    import sys
+
+    for name, module in sys.modules.items():
+        if name.startswith("conformance.properties.test_") and hasattr(module, test_name):
+            return name.rsplit(".test_", 1)[1]
+    return ""
+
+
+def workers(asked: int | None, properties: int) -> int:
+    """The number of workers: as asked (never more than there are properties), else one per
+    PROPERTIES_PER_WORKER selected, up to DEFAULT_JOBS."""
+    if asked is not None:
+        return max(1, min(asked, properties))
+    return max(1, min(DEFAULT_JOBS, properties // PROPERTIES_PER_WORKER))
 
 
 def print_catalogue(console: Console) -> None:

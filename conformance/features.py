@@ -23,7 +23,7 @@ requests are recorded apart from that property's evidence and are not tagged wit
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -154,6 +154,21 @@ class Features:
     def detected(self) -> dict[str, Support]:
         """The features detected so far, in detection order."""
         return dict(self._found)
+
+    def detect(self, features: Iterable[str]) -> None:
+        """Detect these now, in sorted order (before the properties run: once per run, apart)."""
+        for feature in sorted(set(features)):
+            self.support(feature)
+
+    def as_dict(self) -> dict[str, dict[str, object]]:
+        return {name: support.as_dict() for name, support in self._found.items()}
+
+    def preset(self, found: Mapping[str, Mapping[str, Any]]) -> None:
+        """What the run's controller detected (`as_dict`): an xdist worker asks nothing again."""
+        for name, support in found.items():
+            self._found[name] = Support(
+                name, bool(support["supported"]), str(support["source"]), str(support["detail"])
+            )
 
     def support(self, feature: str) -> Support:
         if feature not in self._found:

@@ -65,6 +65,34 @@ class Result:
     judged_by: str | None = None  # SKIP: the property that judges the precondition that failed
     notes: list[str] = field(default_factory=list)  # e.g. sub-cases that could not be judged
 
+    def as_wire(self) -> dict[str, Any]:
+        """Plain data, to travel from an xdist worker to the controller on its test report."""
+        return {
+            "id": self.property.id,
+            "verdict": self.verdict.value,
+            "duration": self.duration,
+            **{name: getattr(self, name) for name in _WIRE_FIELDS},
+        }
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any], prop: Property) -> Result:
+        return cls(
+            prop, Verdict(data["verdict"]), float(data["duration"]), **{n: data[n] for n in _WIRE_FIELDS}
+        )
+
+
+_WIRE_FIELDS = (
+    "reason",
+    "expected",
+    "actual",
+    "message",
+    "evidence",
+    "subject",
+    "subcases",
+    "judged_by",
+    "notes",
+)
+
 
 def verdict_for_breakage(level: Level) -> Verdict:
     return Verdict.FAIL if level is Level.MUST else Verdict.WARN

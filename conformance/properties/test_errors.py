@@ -559,6 +559,7 @@ def test_err_018_service_tier(target: Target) -> None:
     source='docs: api/errors#request-size-limits — "Messages API | 32 MB" ... "If you exceed these '
     "limits, you'll receive a 413 `request_too_large` error.\"",
     invariant=24,
+    alone=True,
     covers=(
         "endpoint:POST /v1/messages",
         "error:request_too_large",

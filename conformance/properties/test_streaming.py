@@ -680,6 +680,7 @@ def test_stream_016_max_tokens_in_stream(target: Target) -> None:
     requirement="While the model is silent (a long prefill) the stream keeps the connection "
     "alive with ping events; clients such as Claude Code give up after about 15 s of silence "
     "and ignore SSE comments.",
+    alone=True,
     covers=(
         "endpoint:POST /v1/messages",
         "request:stream",

@@ -1,0 +1,144 @@
+"""`plumbline --jobs`: the verdicts do not depend on how many workers judge (issue 19).
+
+The whole catalogue runs once more with `--jobs 1` (one process, one property at a time) against
+the clean reference server and through the fault proxy; the session's other runs of it use the
+default concurrency. Verdicts, reasons, exit codes and the reports' shape must be the same.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from conformance.catalogue import REGISTRY
+from conformance.properties import load_all
+from conformance.scheduling import PhasedScheduling, property_of_nodeid
+
+from .fault_proxy import Fault, FaultProxy, running_proxy
+from .faults import error, fault_catalogue
+from .suite import API_KEY, run_suite, verdicts
+
+
+def _judged(index: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
+    return {p["id"]: (p["verdict"], p["reason"]) for p in index["properties"]}
+
+
+@pytest.mark.mlx
+@pytest.mark.slow
+def test_one_worker_and_the_default_give_the_same_verdicts(
+    reference_run, tiny_random_url, proof_profile, tmp_path
+):
+    code, index, run_dir = reference_run  # the default concurrency: four workers for the catalogue
+    serial_code, serial, _ = run_suite(
+        tiny_random_url, tmp_path / "clean", profile=proof_profile, extra=["--jobs", "1"]
+    )
+    assert _judged(serial) == _judged(index)
+    assert serial_code == code == 0
+    ids = [p["id"] for p in index["properties"]]
+    assert ids == sorted(ids) == [p["id"] for p in serial["properties"]]  # catalogue order, once each
+    assert serial["feature_support"] == index["feature_support"]
+    assert serial["determinism"] == index["determinism"]
+    junit = (run_dir / "junit.xml").read_text()
+    assert junit.count("<testcase ") == len(REGISTRY)
+
+
+@pytest.mark.mlx
+@pytest.mark.slow
+def test_one_worker_and_the_default_give_the_same_failures(tiny_random_url, proof_profile, tmp_path):
+    load_all()
+    judged: list[tuple[int, dict[str, Any]]] = []
+    for jobs in ("1", "4"):
+        proxy = FaultProxy(tiny_random_url, fault_catalogue(API_KEY))
+        with running_proxy(proxy) as url:
+            code, index, _ = run_suite(url, tmp_path / jobs, profile=proof_profile, extra=["--jobs", jobs])
+        judged.append((code, _judged(index)))
+    (serial_code, serial), (code, parallel) = judged
+    different = {pid: (serial[pid], parallel.get(pid)) for pid in serial if serial[pid] != parallel.get(pid)}
+    assert not different, json.dumps(different, indent=1)
+    assert serial_code == code == 1
+
+
+@pytest.mark.mlx
+@pytest.mark.slow
+def test_a_failing_target_under_load_is_a_fail_not_an_error(tiny_random_url, proof_profile, tmp_path):
+    """Four workers at once against a target that answers every request with a 500."""
+    crash = Fault("a 500 for everything", request=lambda request: error(500, "api_error", "boom"))
+    with running_proxy(FaultProxy(tiny_random_url, everywhere=crash)) as url:
+        code, index, output = run_suite(
+            url, tmp_path, profile=proof_profile, extra=["--jobs", "4", "-k", "msg or stream or err"]
+        )
+    got = verdicts(index)
+    assert "ERROR" not in got.values(), output[-3000:]
+    assert "FAIL" in got.values()
+    assert code == 1
+
+
+# ---- the scheduler, on its own (no worker processes)
+
+
+class Node:
+    """What PhasedScheduling needs of an xdist WorkerController."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.sent: list[int] = []
+        self.shutting_down = False
+
+    def send_runtest_some(self, indices: list[int]) -> None:
+        self.sent.extend(indices)
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
+
+
+def _nodeid(test_name: str) -> str:
+    return f"properties/test_x.py::{test_name}"
+
+
+def test_the_properties_that_run_alone_go_first_on_one_worker_and_batches_stay_together(monkeypatch):
+    load_all()
+    alone = sorted(p.test_name for p in REGISTRY.values() if p.alone)
+    batches = sorted(p.test_name for p in REGISTRY.values() if p.area == "BATCH")
+    others = sorted(p.test_name for p in REGISTRY.values() if not p.alone and p.area != "BATCH")[:10]
+    collection = [_nodeid(name) for name in sorted([*alone, *batches, *others])]
+    prepared: list[list[str]] = []
+
+    class Config:
+        def getvalue(self, name: str) -> Any:
+            return None
+
+    monkeypatch.setattr("xdist.workermanage.parse_tx_spec_config", lambda config: ["popen"] * 2)
+    scheduler = PhasedScheduling(Config(), print, lambda props: prepared.append([p.id for p in props]))
+    first, second = Node("gw0"), Node("gw1")
+    for node in (first, second):
+        scheduler.add_node(node)
+        scheduler.add_node_collection(node, collection)
+    scheduler.schedule()
+    assert len(prepared) == 1  # asked once, before anything is sent
+    assert len(prepared[0]) == len(collection)
+    names = [collection[i].rsplit("::", 1)[1] for i in first.sent]
+    assert names[: len(alone)] == alone  # the ones that run alone, first, on one worker
+    assert second.sent == []  # ... while the other waits
+    for index in list(first.sent[: len(alone)]):
+        scheduler.mark_test_complete(first, index)
+    assert second.sent  # then everyone works
+    while not scheduler.tests_finished:
+        node = min((n for n in (first, second) if scheduler.node2pending[n]), key=lambda n: n.name)
+        scheduler.mark_test_complete(node, scheduler.node2pending[node][0])
+    sent = first.sent + second.sent
+    assert sorted(sent) == list(range(len(collection)))  # every property once
+    holders = {
+        ("gw0" if i in first.sent else "gw1") for i, nodeid in enumerate(collection) if "batch" in nodeid
+    }
+    assert len(holders) == 1  # the batch properties, on one worker
+    assert first.shutting_down
+    assert second.shutting_down
+
+
+def test_node_ids_name_their_properties():
+    load_all()
+    prop = REGISTRY["MSG-001"]
+    assert property_of_nodeid(f"properties/test_messages.py::{prop.test_name}") == prop
+    assert property_of_nodeid("properties/test_messages.py::test_nothing") is None
