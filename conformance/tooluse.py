@@ -27,6 +27,7 @@ __all__ = [
     "SHAPE_SCHEMA",
     "STRUCTURED_PROMPT",
     "TOOLS",
+    "ONE_CALL",
     "TOOL_MAX_TOKENS",
     "TOOL_PROMPT",
     "StreamedToolCall",
@@ -43,7 +44,10 @@ __all__ = [
     "tool_uses",
 ]
 
-TOOL_MAX_TOKENS = 200
+TOOL_MAX_TOKENS = 200  # a ceiling: one forced call ends the turn long before it
+# The forced call of most properties: any tool, once. Without disable_parallel_tool_use a weak
+# model under a grammar may call again and again until max_tokens (minutes on a CPU server).
+ONE_CALL: dict[str, Any] = {"type": "any", "disable_parallel_tool_use": True}
 TOOL_PROMPT = "Record the colour of the sky at noon and the shape of the full moon, using the tools."
 STRUCTURED_PROMPT = "Describe the sky at noon as JSON."
 
@@ -102,13 +106,13 @@ def tool_body(
     prompt: str = TOOL_PROMPT,
     **changes: Any,
 ) -> dict[str, Any]:
-    """A greedy request offering `tools` (default: TOOLS) with `tool_choice` (default: any);
-    `changes` replace any field (messages, max_tokens, ...)."""
+    """A greedy request offering `tools` (default: TOOLS) with `tool_choice` (default: any tool,
+    one call); `changes` replace any field (messages, max_tokens, ...)."""
     body: dict[str, Any] = {
         "max_tokens": TOOL_MAX_TOKENS,
         "messages": [{"role": "user", "content": prompt}],
         "tools": copy.deepcopy(TOOLS if tools is None else tools),
-        "tool_choice": tool_choice or {"type": "any"},
+        "tool_choice": copy.deepcopy(tool_choice or ONE_CALL),
     }
     return message_body(target, **{**body, **changes})
 

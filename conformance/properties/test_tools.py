@@ -64,8 +64,10 @@ MESSAGES = "api/messages"
 STREAMING = "build-with-claude/streaming"
 MESSAGE = "the Message"
 LAST_DELTA = "the last message_delta"
-ANY = {"type": "any"}
-SHAPE = {"type": "tool", "name": "record_shape"}
+# Forced calls, one each (tooluse.ONE_CALL): several are asked for only where they are judged.
+ANY = {"type": "any", "disable_parallel_tool_use": True}
+SHAPE = {"type": "tool", "name": "record_shape", "disable_parallel_tool_use": True}
+SEVERAL = {"type": "any"}  # calls may repeat: bounded by max_tokens
 ANSWER = 16  # max_tokens where any answer will do
 NO_CALL = "the forced request got no tool_use block"
 
@@ -285,7 +287,7 @@ def _judge_inputs(target: Target, *, strict: bool) -> None:
     tool = colour_tool(strict=strict)
     cases = Cases()
     judged = 0
-    for choice in ({"type": "tool", "name": tool["name"]}, ANY):
+    for choice in ({"type": "tool", "name": tool["name"], "disable_parallel_tool_use": True}, ANY):
         with cases.case(f"tool_choice {choice['type']}"):
             message = forced(target, choice, tools=[tool, TOOLS[1]])
             schemas = {tool["name"]: COLOUR_SCHEMA, "record_shape": SHAPE_SCHEMA}
@@ -385,8 +387,9 @@ def test_tool_006_input_valid(target: Target) -> None:
     ),
 )
 def test_tool_007_unique_ids(target: Target) -> None:
-    """A forced call, its result sent back, and a second forced call in the same conversation."""
-    body = tool_body(target)
+    """Forced calls (several allowed, within 96 tokens), their results sent back, and forced
+    calls again in the same conversation."""
+    body = tool_body(target, tool_choice=SEVERAL, max_tokens=96)
     first = calls_or_skip(create_json(target, body))
     first_ids = [read(call, "id", str, where="a tool_use block") for call in first]
     expect(
@@ -913,7 +916,7 @@ def test_tool_015_generated_schemas(target: Target) -> None:
 )
 def test_tool_017_tool_use_id_prefix(target: Target) -> None:
     """Forces one call, plain and streamed: every tool_use id starts with toolu_."""
-    body = tool_body(target, tool_choice={**ANY, "disable_parallel_tool_use": True})
+    body = tool_body(target, tool_choice=ANY)
     cases = Cases()
     with cases.case("create"):
         calls = tool_uses(create_json(target, body))
