@@ -24,10 +24,10 @@ from conformance.target import Target
 
 __all__ = [
     "COLOUR_SCHEMA",
+    "ONE_CALL",
     "SHAPE_SCHEMA",
     "STRUCTURED_PROMPT",
     "TOOLS",
-    "ONE_CALL",
     "TOOL_MAX_TOKENS",
     "TOOL_PROMPT",
     "StreamedToolCall",
