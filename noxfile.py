@@ -34,7 +34,12 @@ def tests(session: nox.Session) -> None:
     real socket on MLX (tiny-random and the embedded SmolLM2). What CI runs: the `deep` tests
     (a representative of each is kept here) run in `nox -s deep`."""
     install_project(session, "server", "test")
-    session.run("pytest", "-m", "not deep", *(session.posargs or ["tests"]), env={"PYTHONHASHSEED": "0"})
+    # Two workers (pytest-xdist): most tests wait on a server or a subprocess; the tests that
+    # share the session's whole-catalogue runs stay on one worker (xdist_group "catalogue").
+    workers = ["-n", os.environ.get("PLUMBLINE_TEST_WORKERS", "2"), "--dist", "loadgroup"]
+    session.run(
+        "pytest", "-m", "not deep", *workers, *(session.posargs or ["tests"]), env={"PYTHONHASHSEED": "0"}
+    )
 
 
 @nox.session(default=False)

@@ -46,6 +46,24 @@ def reference_run(
     return code, index, report_dir / "proof" / index["run_id"]
 
 
+@pytest.fixture(scope="session")
+def faulted_run(
+    tiny_random_url: str, proof_profile: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[int, dict[str, Any], Path, dict[str, int]]:
+    """The whole catalogue against tiny-random through the fault proxy, each property meeting
+    its own fault (faults.py), once per session: (exit code, index.json, report directory, how
+    often each fault was applied). The fault proofs judge it; test_jobs.py compares it with the
+    same run by several workers."""
+    from .fault_proxy import FaultProxy
+    from .faults import fault_catalogue
+
+    report_dir = tmp_path_factory.mktemp("faulted-run")
+    proxy = FaultProxy(tiny_random_url, fault_catalogue(API_KEY))
+    with running_proxy(proxy) as url:
+        code, index, _ = run_suite(url, report_dir, profile=proof_profile)
+    return code, index, report_dir / "proof" / index["run_id"], dict(proxy.applied)
+
+
 @pytest.fixture(scope="module")
 def scripted_url() -> Iterator[str]:
     """The scripted target (scripted_target.py), which serves tools, structured outputs and

@@ -207,6 +207,7 @@ def test_extract_is_faithful_to_its_source():
 
 @pytest.mark.mlx
 @pytest.mark.slow
+@pytest.mark.xdist_group("catalogue")  # the session's reference_run, on the worker that holds it
 def test_declarations_hold_on_the_reference_server(reference_run):
     """Each declared key shows in what the property sent or saw in the session's run of the whole
     catalogue (every exchange kept): request fields and parameters in its requests, endpoints

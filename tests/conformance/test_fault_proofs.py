@@ -17,11 +17,11 @@ from conformance.cli import REFERENCE_PROFILE
 from conformance.profile import load_profile
 from conformance.properties import load_all
 
-from .fault_proxy import FaultProxy, running_proxy
 from .faults import fault_catalogue
-from .suite import API_KEY, run_suite, verdicts
+from .suite import API_KEY, verdicts
 
-pytestmark = [pytest.mark.mlx, pytest.mark.slow]
+# One worker holds the session's whole-catalogue runs (reference_run, faulted_run) under xdist.
+pytestmark = [pytest.mark.mlx, pytest.mark.slow, pytest.mark.xdist_group("catalogue")]
 
 
 # Properties that judge what only some models do: on tiny-random, which never ends a turn by
@@ -64,11 +64,9 @@ def test_reference_server_passes_every_property(reference_run):
     assert {"index.json", "summary.md", "report.html", "junit.xml"} <= {p.name for p in run_dir.iterdir()}
 
 
-def test_each_property_fails_on_its_fault(tiny_random_url, proof_profile, tmp_path):
+def test_each_property_fails_on_its_fault(faulted_run):
     load_all()
-    proxy = FaultProxy(tiny_random_url, fault_catalogue(API_KEY))
-    with running_proxy(proxy) as url:
-        code, index, _ = run_suite(url, tmp_path, profile=proof_profile)
+    code, index, run_dir, applied = faulted_run
     expected = {
         pid: "UNSUPPORTED"
         if unsupported(pid)
@@ -83,9 +81,7 @@ def test_each_property_fails_on_its_fault(tiny_random_url, proof_profile, tmp_pa
     wrong = {pid: got.get(pid) for pid in expected if got.get(pid) != expected[pid]}
     details = [p for p in index["properties"] if p["id"] in wrong]
     assert not wrong, f"{wrong}\n{json.dumps(details, indent=1)[:6000]}"
-    assert set(proxy.applied) == {pid for pid in REGISTRY if not unsupported(pid)}, (
-        "every fault was exercised"
-    )
+    assert set(applied) == {pid for pid in REGISTRY if not unsupported(pid)}, "every fault was exercised"
     assert code == 1
     # Every failure carries evidence with a curl line that reproduces it.
     for prop in index["properties"]:
@@ -95,7 +91,7 @@ def test_each_property_fails_on_its_fault(tiny_random_url, proof_profile, tmp_pa
         if prop["verdict"] == "UNSUPPORTED":
             assert prop["message"], prop["id"]  # the reason, and no evidence
             continue
-        case = tmp_path / "proof" / index["run_id"] / (prop["evidence_file"] or "missing")
+        case = run_dir / (prop["evidence_file"] or "missing")
         assert case.exists(), prop["id"]
         exchanges = json.loads(case.read_text())["exchanges"]
         assert exchanges, prop["id"]

@@ -27,37 +27,39 @@ def _judged(index: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
 
 @pytest.mark.mlx
 @pytest.mark.slow
+@pytest.mark.xdist_group("catalogue")  # with the session's runs it compares (tests/conformance/conftest.py)
 def test_one_worker_and_the_default_give_the_same_verdicts(
     reference_run, tiny_random_url, proof_profile, tmp_path
 ):
-    code, index, run_dir = reference_run  # the default concurrency: four workers for the catalogue
-    serial_code, serial, _ = run_suite(
-        tiny_random_url, tmp_path / "clean", profile=proof_profile, extra=["--jobs", "1"]
-    )
-    assert _judged(serial) == _judged(index)
-    assert serial_code == code == 0
+    serial_code, serial, _ = reference_run  # --jobs 1 (tests/conformance/suite.py)
+    code, index, output = run_suite(tiny_random_url, tmp_path, profile=proof_profile, extra=["--jobs", "4"])
+    assert _judged(index) == _judged(serial)
+    assert code == serial_code == 0
     ids = [p["id"] for p in index["properties"]]
     assert ids == sorted(ids) == [p["id"] for p in serial["properties"]]  # catalogue order, once each
-    assert serial["feature_support"] == index["feature_support"]
-    assert serial["determinism"] == index["determinism"]
-    junit = (run_dir / "junit.xml").read_text()
-    assert junit.count("<testcase ") == len(REGISTRY)
+    assert len(ids) == len(REGISTRY)
+    assert index["feature_support"] == serial["feature_support"]
+    assert index["determinism"] == serial["determinism"]
+    lines = [line.split()[1] for line in output.splitlines() if line.split()[:1] == ["PASS"]]
+    assert lines == sorted(lines)  # the console's verdict lines in catalogue order too
+    run_dir = tmp_path / "proof" / index["run_id"]
+    assert (run_dir / "junit.xml").read_text().count("<testcase ") == len(REGISTRY)
 
 
 @pytest.mark.mlx
 @pytest.mark.slow
-def test_one_worker_and_the_default_give_the_same_failures(tiny_random_url, proof_profile, tmp_path):
+@pytest.mark.xdist_group("catalogue")
+def test_one_worker_and_the_default_give_the_same_failures(
+    faulted_run, tiny_random_url, proof_profile, tmp_path
+):
     load_all()
-    judged: list[tuple[int, dict[str, Any]]] = []
-    for jobs in ("1", "4"):
-        proxy = FaultProxy(tiny_random_url, fault_catalogue(API_KEY))
-        with running_proxy(proxy) as url:
-            code, index, _ = run_suite(url, tmp_path / jobs, profile=proof_profile, extra=["--jobs", jobs])
-        judged.append((code, _judged(index)))
-    (serial_code, serial), (code, parallel) = judged
-    different = {pid: (serial[pid], parallel.get(pid)) for pid in serial if serial[pid] != parallel.get(pid)}
+    serial_code, serial, _, _ = faulted_run  # --jobs 1
+    with running_proxy(FaultProxy(tiny_random_url, fault_catalogue(API_KEY))) as url:
+        code, index, _ = run_suite(url, tmp_path, profile=proof_profile, extra=["--jobs", "4"])
+    parallel, one = _judged(index), _judged(serial)
+    different = {pid: (one[pid], parallel.get(pid)) for pid in one if one[pid] != parallel.get(pid)}
     assert not different, json.dumps(different, indent=1)
-    assert serial_code == code == 1
+    assert code == serial_code == 1
 
 
 @pytest.mark.mlx
