@@ -84,10 +84,14 @@ T = TypeVar("T")
 
 
 def batch_request(
-    target: Target, custom_id: str, prompt: str = "Say hello in one short sentence."
+    target: Target,
+    custom_id: str,
+    prompt: str = "Say hello in one short sentence.",
+    *,
+    max_tokens: int = BATCH_MAX_TOKENS,
 ) -> dict[str, Any]:
     """One cheap, greedy request of a batch."""
-    params = message_body(target, max_tokens=BATCH_MAX_TOKENS, messages=[{"role": "user", "content": prompt}])
+    params = message_body(target, max_tokens=max_tokens, messages=[{"role": "user", "content": prompt}])
     return {"custom_id": custom_id, "params": params}
 
 

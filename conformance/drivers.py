@@ -124,7 +124,7 @@ def stop_sequence_body(target: Target, **changes: Any) -> dict[str, Any]:
     answer is asked for, begun by a prefill, and the stops are very common letters."""
     return message_body(
         target,
-        max_tokens=48,
+        max_tokens=16,  # the first word after the prefill nearly always holds one of the stops
         stop_sequences=COMMON_STOPS,
         messages=[
             {"role": "user", "content": LONG_ANSWER_PROMPT},

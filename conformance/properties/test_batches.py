@@ -350,8 +350,11 @@ def test_batch_006_custom_id_rules(target: Target) -> None:
     covers=(ENDPOINT_CREATE, ENDPOINT_CANCEL, ENDPOINT_RETRIEVE, ENDPOINT_RESULTS, BATCH_ID),
 )
 def test_batch_007_cancel(target: Target) -> None:
-    """Creates a batch of four requests and cancels it at once."""
-    requests = [batch_request(target, f"plumbline-cancel-{n}", f"Count to {n}.") for n in range(1, 5)]
+    """Creates a batch of sixteen requests of 64 tokens and cancels it at once: long enough to be
+    still running when the cancel comes, even on a fast target, and a correct target stops it."""
+    requests = [
+        batch_request(target, f"plumbline-cancel-{n}", f"Count to {n}.", max_tokens=64) for n in range(1, 17)
+    ]
     batch_id, done = id_of(create(target, requests)), False
     try:
         response = target.request("POST", batch_path(batch_id, "/cancel"))

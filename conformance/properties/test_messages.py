@@ -301,7 +301,7 @@ def test_msg_008_prefill_continued(target: Target) -> None:
     prefill = "The lighthouse keeper climbed the stairs and"
     body = message_body(
         target,
-        max_tokens=24,
+        max_tokens=16,  # a repeated prefill shows in its first words
         messages=[
             {"role": "user", "content": LONG_ANSWER_PROMPT},
             {"role": "assistant", "content": prefill},

@@ -127,7 +127,7 @@ def _block(block: Any) -> Any:
     ),
 )
 def test_sdk_001_stream_final_message(target: Target) -> None:
-    body = message_body(target, max_tokens=24, messages=[{"role": "user", "content": LONG_ANSWER_PROMPT}])
+    body = message_body(target, max_tokens=12, messages=[{"role": "user", "content": LONG_ANSWER_PROMPT}])
     result = ts(target, "stream", body)
     run = wire_stream(result)
     try:

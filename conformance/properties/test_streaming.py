@@ -398,7 +398,7 @@ def test_stream_012_stream_equals_create(target: Target) -> None:
     if not target.deterministic:
         pytest.skip("the target is not deterministic (by its profile, or by the run's probe)")
     client = target.sdk()
-    for extra in ({"max_tokens": 24}, {"max_tokens": 48, "stop_sequences": COMMON_STOPS}):
+    for extra in ({"max_tokens": 12}, {"max_tokens": 16, "stop_sequences": COMMON_STOPS}):
         request: dict[str, Any] = {
             "model": target.model,
             "messages": [{"role": "user", "content": LONG_ANSWER_PROMPT}],

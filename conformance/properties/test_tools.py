@@ -535,7 +535,7 @@ def test_tool_008_tool_result_round_trip(target: Target) -> None:
     ),
 )
 def test_tool_009_tool_choice_none(target: Target) -> None:
-    body = tool_body(target, tool_choice={"type": "none"}, max_tokens=24)
+    body = tool_body(target, tool_choice={"type": "none"}, max_tokens=12)
     cases = Cases()
     with cases.case("plain"):
         calls = tool_uses(create_json(target, body))
