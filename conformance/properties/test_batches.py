@@ -264,7 +264,7 @@ def test_batch_004_results_content_type(target: Target) -> None:
     covers=(ENDPOINT_CREATE, ENDPOINT_RETRIEVE, ENDPOINT_RESULTS, BATCH_ID),
 )
 def test_batch_005_invalid_request_errored(target: Target) -> None:
-    """A batch of one valid request and one without any message (a 400 for /v1/messages)."""
+    """A batch of one valid request and one its schema refuses (max_tokens -1: a 400 for /v1/messages)."""
     requests = [batch_request(target, "plumbline-valid"), invalid_request(target, "plumbline-invalid")]
     response = target.request("POST", BATCHES, json_body={"requests": requests})
     expect(

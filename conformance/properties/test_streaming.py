@@ -406,12 +406,7 @@ def test_stream_012_stream_equals_create(target: Target) -> None:
             **extra,
         }
         plain = sdk_call("messages.create", client.messages.create, **request)
-
-        def accumulate(request: dict[str, Any] = request) -> Any:
-            with client.messages.stream(**request) as stream:
-                return stream.get_final_message()
-
-        streamed = sdk_call("messages.stream", accumulate)
+        streamed = sdk_streamed(target, request)
         for field in ("content", "stop_reason", "stop_sequence"):
             expect_equal(
                 _plain(getattr(streamed, field)),
@@ -449,9 +444,9 @@ def test_stream_012_stream_equals_create(target: Target) -> None:
     ),
 )
 def test_stream_023_natural_end_equals_create(target: Target) -> None:
-    """Finds a question the model answers in a few words and ends by itself, then streams it through the SDK's
-    stream helper and compares with the plain answer. (SDK-004 does the same through the
-    TypeScript SDK, whose finalMessage() stops at message_stop.)"""
+    """Finds a question the model answers in a few words and ends by itself, then streams it
+    through the SDK's stream helper and compares with the plain answer. (SDK-004 does the same
+    through the TypeScript SDK, whose finalMessage() stops at message_stop.)"""
     if not target.deterministic:
         pytest.skip("the target is not deterministic (by its profile, or by the run's probe)")
     client = target.sdk()
@@ -461,12 +456,7 @@ def test_stream_023_natural_end_equals_create(target: Target) -> None:
         plain = sdk_call("messages.create", client.messages.create, **request)
         if plain.stop_reason != "end_turn" or not plain.content:
             continue
-
-        def accumulate(request: dict[str, Any] = request) -> Any:
-            with client.messages.stream(**request) as stream:
-                return stream.get_final_message()
-
-        streamed = sdk_call("messages.stream", accumulate)
+        streamed = sdk_streamed(target, request)
         for field in ("content", "stop_reason", "stop_sequence"):
             expect_equal(
                 _plain(getattr(streamed, field)),
@@ -483,6 +473,16 @@ def test_stream_023_natural_end_equals_create(target: Target) -> None:
         )
         return
     not_judged("the model ended none of the short-answer prompts by itself with text", judged_by="MSG-021")
+
+
+def sdk_streamed(target: Target, request: dict[str, Any]) -> Any:
+    """The message the SDK's stream helper accumulates for `request` (its get_final_message)."""
+
+    def accumulate() -> Any:
+        with target.sdk().messages.stream(**request) as stream:
+            return stream.get_final_message()
+
+    return sdk_call("messages.stream", accumulate)
 
 
 def _plain(value: Any) -> Any:

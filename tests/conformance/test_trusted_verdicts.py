@@ -20,6 +20,7 @@ import pytest
 
 from .fault_proxy import Fault, FaultProxy, Frame, Request, Response, running_proxy
 from .faults import edit_payloads, fake_message, fault_catalogue, message_json, when_error
+from .scripted_target import read_body
 from .suite import API_KEY, run_suite, verdicts
 
 pytestmark = [pytest.mark.mlx, pytest.mark.slow]
@@ -60,12 +61,7 @@ class IgnoresMaxTokens:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_body(receive)
         data = json.loads(body) if body else None
         if isinstance(data, dict) and "max_tokens" in data:
             body = json.dumps({**data, "max_tokens": 2000}).encode()
