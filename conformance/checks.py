@@ -35,6 +35,7 @@ __all__ = [
     "expect_json",
     "expect_no_schema_errors",
     "expect_status",
+    "expect_stop",
     "json_body",
     "json_object",
     "not_judged",
@@ -43,6 +44,7 @@ __all__ = [
     "read",
     "read_optional",
     "request_label",
+    "status_subject",
     "stop_reason",
     "take_notes",
 ]
@@ -407,6 +409,20 @@ def stop_reason(data: Any, path: str = "stop_reason", *, where: str) -> str:
         subject=f"stop_reason {value!r}, not a documented value",
     )
     return value
+
+
+def expect_stop(got: str, wanted: str, what: str = "stop_reason") -> None:
+    """The stop reason a turn must report, named by the case: "a stop sequence hit reported as
+    end_turn" is one cause wherever it shows (plain, streamed, any property)."""
+    cases = {
+        "stop_sequence": "a stop sequence hit",
+        "max_tokens": "a max_tokens cut",
+        "tool_use": "a tool call",
+    }
+    cases["end_turn"] = "a natural end"
+    expect_equal(
+        got, wanted, what, reason="stop-reason", subject=f"{cases.get(wanted, wanted)} reported as {got}"
+    )
 
 
 class Cases:

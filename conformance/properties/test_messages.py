@@ -10,6 +10,7 @@ from conformance.checks import (
     expect,
     expect_equal,
     expect_id_prefix,
+    expect_stop,
     not_judged,
     precondition,
     read,
@@ -180,7 +181,7 @@ def test_msg_003_stop_sequence_null_otherwise(target: Target) -> None:
 def test_msg_004_stop_sequence_reported(target: Target) -> None:
     """Prefills a story and stops on very common letters, so any model hits one."""
     message = create_json(target, stop_sequence_body(target))
-    expect_equal(stop_reason(message, where=MESSAGE), "stop_sequence", "stop_reason")
+    expect_stop(stop_reason(message, where=MESSAGE), "stop_sequence", "stop_reason")
     sequence = read(message, "stop_sequence", str, where=MESSAGE)
     expect(
         sequence in COMMON_STOPS,
@@ -244,7 +245,7 @@ def test_msg_006_max_tokens_stop(target: Target) -> None:
     """Asks for a long story with max_tokens: 1."""
     body = message_body(target, max_tokens=1, messages=[{"role": "user", "content": LONG_ANSWER_PROMPT}])
     message = create_within_max_tokens(target, body, where=MESSAGE)
-    expect_equal(stop_reason(message, where=MESSAGE), "max_tokens", "stop_reason")
+    expect_stop(stop_reason(message, where=MESSAGE), "max_tokens", "stop_reason")
 
 
 @prop(
@@ -735,11 +736,11 @@ def test_msg_021_natural_end_is_end_turn(target: Target) -> None:
         reason = stop_reason(create_json(target, body), where=MESSAGE)
         if reason == "max_tokens":
             continue  # the model went on talking: try another prompt
-        expect_equal(reason, "end_turn", "stop_reason of a turn the model ended itself")
+        expect_stop(reason, "end_turn", "stop_reason of a turn the model ended itself")
         run = expect_stream(stream_raw(target, body))
         streamed = stop_reason(run.last("message_delta"), "delta.stop_reason", where="the last message_delta")
         if target.deterministic or streamed != "max_tokens":
-            expect_equal(streamed, "end_turn", "streamed stop_reason of the same turn")
+            expect_stop(streamed, "end_turn", "streamed stop_reason of the same turn")
         return
     tried = len(END_TURN_PROMPTS)
     pytest.skip(f"the model ended none of {tried} prompts by itself within {END_TURN_MAX_TOKENS} tokens")
