@@ -211,7 +211,7 @@ def expect_id_prefix(value: str, prefix: str, what: str) -> None:
         f"{what} starting with {prefix}",
         value,
         reason="id-prefix",
-        subject=f"{what}s do not start with {prefix} ({value[:12]}…)",
+        subject=f"ids without their documented {prefix} prefix ({value[:12]}…)",
     )
 
 

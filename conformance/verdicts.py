@@ -188,7 +188,7 @@ _STATUS = re.compile(r"^HTTP (\d{3})\b")
 # Only the grouping key is normalised, never the text shown: ids, hex runs and long numbers
 # differ between requests of one cause; small numbers (a status, a count of 0) are the cause.
 _NOISE = (
-    (re.compile(r"\b(?:msg|toolu|srvtoolu|msgbatch|req|file|chatcmpl)[_-][A-Za-z0-9_-]+"), "<id>"),
+    (re.compile(r"\b(?:msg|toolu|srvtoolu|msgbatch|req|file|chatcmpl|call|batch)[_-][A-Za-z0-9_-]+"), "<id>"),
     (re.compile(r"\b[0-9a-fA-F-]{16,}\b"), "<hex>"),
     (re.compile(r"\d{4,}"), "N"),
 )
