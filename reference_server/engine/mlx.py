@@ -41,11 +41,13 @@ from .errors import (
     TokenizerError,
     UnknownModelError,
 )
+from .precision import Precision, PrecisionChoice, choose_precision
 from .prefix_cache import DEFAULT_BUDGET_BYTES, DEFAULT_MIN_TOKENS, CachePoint, PrefixCache
 from .sources import TINY_RANDOM_CONTEXT, ModelSource, resolve_model
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
+    from types import ModuleType
 
     from .base import CacheTTL
     from .constraint import Constraint, GrammarCompiler
@@ -97,6 +99,8 @@ class _Loaded:
     grammar_problem: str
     # Vision models only: prepares prompts with images (vision.py).
     images: ImagePreparer | None = None
+    # What the weights are (precision.describe_precision): `q4`, `f32`, ...
+    precision: str = ""
 
 
 def load_engine(
@@ -106,6 +110,7 @@ def load_engine(
     seed: int = 0,
     context_window: int | None = None,
     limits: ServingLimits | None = None,
+    precision: PrecisionChoice = "auto",
 ) -> MLXEngine:
     """Load `model` and return a running engine (synchronous and slow: call it in a thread).
 
@@ -116,13 +121,16 @@ def load_engine(
     `context_window`: tiny-random's window (default `TINY_RANDOM_CONTEXT`); for other models a
     cap on their own (a larger value is ignored, with a warning).
     `limits`: batching, admission and prompt-cache settings (`ServingLimits()` by default).
+    `precision`: the weights served, `auto`, `f32`, `q8` or `q4` (see precision.py).
     """
     if context_window is not None and context_window < 1:
         raise ValueError("context_window must be >= 1")
     started = time.perf_counter()
     in_use = enable_fast_blas(blas)
     source = resolve_model(model)
-    engine = MLXEngine(source, lambda: _load(source, in_use, seed, context_window), limits or ServingLimits())
+    engine = MLXEngine(
+        source, lambda: _load(source, in_use, seed, context_window, precision), limits or ServingLimits()
+    )
     _log.info(
         "Loaded %s (%s) in %.1f s with BLAS %s",
         source.id,
@@ -133,7 +141,13 @@ def load_engine(
     return engine
 
 
-def _load(source: ModelSource, blas: BlasInUse, seed: int, context_window: int | None) -> _Loaded:
+def _load(
+    source: ModelSource,
+    blas: BlasInUse,
+    seed: int,
+    context_window: int | None,
+    precision: PrecisionChoice = "auto",
+) -> _Loaded:
     # Runs on the worker thread.
     import mlx.core as mx
 
@@ -141,11 +155,18 @@ def _load(source: ModelSource, blas: BlasInUse, seed: int, context_window: int |
     from .tokenizer import ChatTokenizer
 
     mx.random.seed(seed)
-    # On the CPU, float32 weights + OpenBLAS prefill ~16x faster than MLX's quantized kernels
-    # (and decode as fast); with the reference BLAS, or on Metal/CUDA, quantized weights win.
-    fast_cpu = blas == "openblas" and mx.default_device() == mx.cpu
+    cpu = mx.default_device() == mx.cpu
+    fast_cpu = blas == "openblas" and cpu
+    if source.kind in ("vlm-dir", "tiny-random-vlm"):
+        if precision not in ("auto", "f32"):
+            _log.warning(
+                "--precision %s is not available for vision models; serving them as before", precision
+            )
+        return _load_vision(source, fast_cpu, context_window, seed)
+    chosen, kernel = _choose_precision(precision, source, cpu=cpu, fast_blas=fast_cpu)
     if source.kind == "gguf":
-        model, meta = load_gguf_model(source.path, dequantize=fast_cpu)
+        # The file's own quantization (MLX reads Q4_0/Q4_1/Q8_0 as affine 4- and 8-bit).
+        model, meta = load_gguf_model(source.path)
         context = int(meta["llama.context_length"])
         tokenizer = ChatTokenizer.from_gguf(meta)
     elif source.kind == "tiny-random":
@@ -153,15 +174,10 @@ def _load(source: ModelSource, blas: BlasInUse, seed: int, context_window: int |
         tokenizer = ChatTokenizer.from_gguf(meta)
         context = context_window or TINY_RANDOM_CONTEXT
         model = random_llama(seed=seed, vocab_size=tokenizer.vocab_size, context_window=context)
-    elif source.kind in ("vlm-dir", "tiny-random-vlm"):
-        return _load_vision(source, fast_cpu, context_window, seed)
     else:
-        from mlx_lm.utils import dequantize_model, load_model
+        from mlx_lm.utils import load_model
 
         model, config = load_model(source.path)
-        if fast_cpu:
-            model = dequantize_model(model)
-            model.set_dtype(mx.float32)
         tokenizer = ChatTokenizer.from_directory(source.path)
         context = int(
             config.get("max_position_embeddings") or config.get("max_sequence_length") or _DEFAULT_CONTEXT
@@ -170,13 +186,45 @@ def _load(source: ModelSource, blas: BlasInUse, seed: int, context_window: int |
         if context_window > context:
             _log.warning("context window %d exceeds the model's own %d; keeping it", context_window, context)
         context = min(context, context_window)
+    from .quantized import apply_precision, describe_precision, use_cpu_kernel
+
+    if chosen is not None:
+        apply_precision(model, chosen)
+    if kernel is not None:
+        use_cpu_kernel(model, kernel)
+    if cpu:
+        from .decode import install_fast_decode
+
+        install_fast_decode(model)
     if fast_cpu:
         from .attention import install_numpy_softmax
 
         install_numpy_softmax(model)
     _warm_up(model)
     grammars, problem = _grammar_compiler(tokenizer)
-    return _Loaded(model, tokenizer, context, source.display_name, grammars, problem)
+    served = describe_precision(model)
+    _log.info("Serving %s with %s weights%s", source.id, served, " on the CPU kernel" if kernel else "")
+    return _Loaded(model, tokenizer, context, source.display_name, grammars, problem, precision=served)
+
+
+def _choose_precision(
+    requested: PrecisionChoice, source: ModelSource, *, cpu: bool, fast_blas: bool
+) -> tuple[Precision | None, ModuleType | None]:
+    """The precision to convert to (None: as loaded) and the CPU kernel its layers will use."""
+    chosen = choose_precision(requested, kind=source.kind, cpu=cpu, kernel=True)
+    if not cpu or chosen not in ("q8", "q4"):
+        return chosen, None
+    from .kernels import load_kernel
+
+    kernel = load_kernel()
+    if kernel is not None:
+        return chosen, kernel
+    if requested == "auto":
+        # Without the kernel: float32 on OpenBLAS, else MLX's own (scalar) quantized kernel,
+        # which still beats the reference BLAS on float32 weights.
+        return ("f32" if fast_blas else None), None
+    _log.warning("--precision %s without the CPU kernel runs on MLX's own, much slower, kernel", requested)
+    return chosen, None
 
 
 def _load_vision(source: ModelSource, fast_cpu: bool, context_window: int | None, seed: int) -> _Loaded:
@@ -188,7 +236,11 @@ def _load_vision(source: ModelSource, fast_cpu: bool, context_window: int | None
     )
     _warm_up(model)
     grammars, problem = _grammar_compiler(tokenizer)
-    return _Loaded(model, tokenizer, context, source.display_name, grammars, problem, images)
+    from .quantized import describe_precision
+
+    return _Loaded(
+        model, tokenizer, context, source.display_name, grammars, problem, images, describe_precision(model.vlm)
+    )
 
 
 def _grammar_compiler(tokenizer: ChatTokenizer) -> tuple[GrammarCompiler | None, str]:
@@ -255,6 +307,7 @@ class MLXEngine:
             context_window=loaded.context_window,
             max_output_tokens=loaded.context_window,
             vision=loaded.images is not None,
+            precision=loaded.precision or None,
         )
 
     @property
