@@ -233,10 +233,20 @@ def _linear(
     weights, quantized = linear
     if quantized is None:
         return float_matmul(x, weights[0], norm=norm, eps=eps, swiglu=swiglu, residual=residual)
-    weight, scales, biases = weights
+    weight, scales, biases, dense = weights
     group_size, bits = quantized
     return kernel_matmul(
-        x, weight, scales, biases, group_size, bits, norm=norm, eps=eps, swiglu=swiglu, residual=residual
+        x,
+        weight,
+        scales,
+        biases,
+        group_size,
+        bits,
+        norm=norm,
+        eps=eps,
+        swiglu=swiglu,
+        residual=residual,
+        dense=dense,
     )
 
 
@@ -294,8 +304,8 @@ def _compiled(
     )
     if key in cache:
         return cache[key]
-    o_count = 1 if o_proj is None else 3
-    gate_up_count = 1 if gate_up is None else 3
+    o_count = 1 if o_proj is None else 4
+    gate_up_count = 1 if gate_up is None else 4
     heads, kv_heads, dim = config.heads, config.kv_heads, config.dim
     # Queries are scaled for attention here, fused with the rotation.
     head_scale = mx.array([config.scale] * heads + [1.0] * kv_heads)[:, None]

@@ -41,6 +41,7 @@ from .errors import (
     TokenizerError,
     UnknownModelError,
 )
+from .jobs import Job, Scheduler
 from .precision import Precision, PrecisionChoice, choose_precision
 from .prefix_cache import DEFAULT_BUDGET_BYTES, DEFAULT_MIN_TOKENS, CachePoint, PrefixCache
 from .sources import TINY_RANDOM_CONTEXT, ModelSource, resolve_model
@@ -53,7 +54,6 @@ if TYPE_CHECKING:
     from .constraint import Constraint, GrammarCompiler
     from .tokenizer import ChatTokenizer
     from .vision import ImagePreparer, VisionPrompt
-    from .worker import Job, Scheduler
 
 __all__ = [
     "EngineClosedError",
@@ -186,25 +186,34 @@ def _load(
         if context_window > context:
             _log.warning("context window %d exceeds the model's own %d; keeping it", context_window, context)
         context = min(context, context_window)
-    from .quantized import apply_precision, describe_precision, use_cpu_kernel
+    from .quantized import apply_precision, describe_precision
 
     if chosen is not None:
         apply_precision(model, chosen)
-    if kernel is not None:
-        use_cpu_kernel(model, kernel)
-    if cpu:
-        from .decode import install_fast_decode
-
-        install_fast_decode(model)
-    if fast_cpu:
-        from .attention import install_numpy_softmax
-
-        install_numpy_softmax(model)
+    prepare_text_model(model, kernel, cpu=cpu, fast_blas=fast_cpu)
     _warm_up(model)
     grammars, problem = _grammar_compiler(tokenizer)
     served = describe_precision(model)
     _log.info("Serving %s with %s weights%s", source.id, served, " on the CPU kernel" if kernel else "")
     return _Loaded(model, tokenizer, context, source.display_name, grammars, problem, precision=served)
+
+
+def prepare_text_model(model: Any, kernel: ModuleType | None, *, cpu: bool, fast_blas: bool) -> None:
+    """Set a text model's weights up for serving, as converted: quantized layers on the CPU
+    kernel, llama blocks rebuilt for the CPU (decode.py), large attention through NumPy on the
+    OpenBLAS path (attention.py). Nothing on a GPU."""
+    if kernel is not None:
+        from .quantized import use_cpu_kernel
+
+        use_cpu_kernel(model, kernel)
+    if cpu:
+        from .decode import install_fast_decode
+
+        install_fast_decode(model)
+    if fast_blas:
+        from .attention import install_numpy_softmax
+
+        install_numpy_softmax(model)
 
 
 def _choose_precision(
@@ -239,7 +248,14 @@ def _load_vision(source: ModelSource, fast_cpu: bool, context_window: int | None
     from .quantized import describe_precision
 
     return _Loaded(
-        model, tokenizer, context, source.display_name, grammars, problem, images, describe_precision(model.vlm)
+        model,
+        tokenizer,
+        context,
+        source.display_name,
+        grammars,
+        problem,
+        images,
+        describe_precision(model.vlm),
     )
 
 
@@ -357,8 +373,6 @@ class MLXEngine:
         Raises `GrammarError` for an invalid grammar and `EngineOverloadedError` when
         `limits.max_pending` generations are already admitted, both before any work is queued.
         """
-        from .worker import Job
-
         if request.max_tokens < 0:
             raise ValueError("max_tokens must be >= 0")
         prompt, marks, vision = await self._prompt(request)
@@ -465,7 +479,7 @@ class MLXEngine:
     def _run(self, loader: Callable[[], _Loaded], ready: queue.SimpleQueue[Any]) -> None:
         try:
             loaded = loader()
-            from .worker import make_scheduler
+            from .batching import make_scheduler
 
             scheduler = make_scheduler(
                 loaded.model,

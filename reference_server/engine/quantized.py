@@ -68,9 +68,12 @@ def apply_precision(model: Module, precision: Precision) -> None:
 
 
 def describe_precision(model: Module) -> str:
-    """What the linear layers hold: `f32`, `q8`, `q4`, another float type, or `mixed`."""
+    """What the linear layers hold (the output projection aside, which `q4` keeps at 8 bits):
+    `f32`, `q8`, `q4`, another float type, or `mixed`."""
     kinds = set()
-    for _, module in _modules(model):
+    for path, module in _modules(model):
+        if path.split(".")[-1] in _EIGHT_BIT_NAMES:
+            continue
         if isinstance(module, QuantizedLinear):
             kinds.add(f"q{module.bits}")
         elif isinstance(module, Linear):
@@ -108,6 +111,11 @@ def use_cpu_kernel(model: Module, kernel: ModuleType) -> int:
         module.scales = mx.contiguous(module.scales.astype(keep))
         module.biases = mx.contiguous(module.biases.astype(keep))
         module.weight = mx.contiguous(module.weight)
+        if swapped is CpuQuantizedLinear:
+            # Prefill (hundreds of rows) runs on OpenBLAS, 3x faster there than the kernel, on
+            # float32 weights: computed once here (dequantizing per call made prefill 1.5x
+            # slower). The embedding needs none: a prompt's logits are never computed.
+            module.dense = _dequantized(module).weight
         # Same parameters, another `__call__`: what nn.quantize's replacement would copy anyway.
         module.__class__ = swapped
         count += 1
@@ -127,15 +135,19 @@ def kernel_matmul(
     eps: float = 0.0,
     swiglu: bool = False,
     residual: mx.array | None = None,
+    dense: mx.array | None = None,
 ) -> mx.array:
     """`residual + f(x) @ dequantize(weight).T`, where f is `mx.fast.rms_norm(x, norm, eps)` with
     `norm`, `silu(gate) * up` of x = [gate | up] with `swiglu`, else nothing: the kernel for a
-    few rows (it applies f and adds the residual itself), else MLX operations and an SGEMM."""
+    few rows (it applies f and adds the residual itself), else MLX operations and an SGEMM on
+    `dense` (the weight in float32) or on the weight dequantized for the call."""
     if _kernel is not None and x.dtype == mx.float32 and x.size <= KERNEL_MAX_ROWS * x.shape[-1]:
         result: mx.array = _kernel.quantized_matmul(
             x, weight, scales, biases, group_size, bits, norm, eps, swiglu, residual
         )
         return result
+    if dense is not None:
+        return float_matmul(x, dense, norm=norm, eps=eps, swiglu=swiglu, residual=residual)
     # float32 scales, so that s * q + b is computed in float32 (as the kernel does), not float16.
     weights = mx.dequantize(
         weight, scales.astype(mx.float32), biases.astype(mx.float32), group_size=group_size, bits=bits
@@ -165,7 +177,8 @@ def float_matmul(
 def linear_parts(layer: Module) -> tuple[tuple[mx.array, ...], tuple[int, int] | None]:
     """A bias-free linear layer's arrays and, when it runs on the kernel, (group size, bits)."""
     if type(layer) is CpuQuantizedLinear:
-        return (layer["weight"], layer["scales"], layer["biases"]), (layer.group_size, layer.bits)
+        arrays = (layer["weight"], layer["scales"], layer["biases"], layer["dense"])
+        return arrays, (layer.group_size, layer.bits)
     if type(layer) is Linear and "bias" not in layer:
         return (layer["weight"],), None
     raise TypeError(f"not a bias-free float32 or kernel linear layer: {type(layer).__name__}")
@@ -188,7 +201,7 @@ def concatenate_linears(layers: list[Module]) -> Module:
     Module.__init__(layer)  # type: ignore[no-untyped-call]
     layer.group_size, layer.bits = quantized
     layer.mode = "affine"
-    layer.weight, layer.scales, layer.biases = arrays
+    layer.weight, layer.scales, layer.biases, layer.dense = arrays
     layer.freeze()
     return layer
 
@@ -197,7 +210,8 @@ class CpuQuantizedLinear(QuantizedLinear):
     """`QuantizedLinear` (no bias) whose product runs on the kernel (see `use_cpu_kernel`)."""
 
     def __call__(self, x: mx.array) -> mx.array:
-        return kernel_matmul(x, self["weight"], self["scales"], self["biases"], self.group_size, self.bits)
+        weight, scales, biases, dense = self["weight"], self["scales"], self["biases"], self["dense"]
+        return kernel_matmul(x, weight, scales, biases, self.group_size, self.bits, dense=dense)
 
 
 class CpuQuantizedEmbedding(QuantizedEmbedding):
