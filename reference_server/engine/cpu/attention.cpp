@@ -74,6 +74,20 @@ __attribute__((target("avx512f,avx512dq,fma"))) void axpy_avx512(float w, const 
   for (; d < D; d++) y[d] += w * x[d];
 }
 
+// Each of `rows` rows of `count` scores becomes its softmax, in place.
+void softmax_rows(float* scores, int rows, int count) {
+  for (int g = 0; g < rows; g++) {
+    float* row = scores + (size_t)g * count;
+    float peak = *std::max_element(row, row + count);
+    for (int s = 0; s < count; s++) row[s] -= peak;
+    exp_inplace(row, count);
+    float total = 0;
+    for (int s = 0; s < count; s++) total += row[s];
+    float inverse = 1.0f / total;
+    for (int s = 0; s < count; s++) row[s] *= inverse;
+  }
+}
+
 float dot_plain(const float* a, const float* b, int D) {
   float sum = 0;
   for (int d = 0; d < D; d++) sum += a[d] * b[d];
@@ -82,6 +96,48 @@ float dot_plain(const float* a, const float* b, int D) {
 
 void axpy_plain(float w, const float* x, float* y, int D) {
   for (int d = 0; d < D; d++) y[d] += w * x[d];
+}
+
+// The common shape (head dimension 64, up to 4 queries per KV head: SmolLM2 has 3) with the
+// queries and the output accumulators in registers: each key and value row is loaded once for
+// all the group's queries.
+template <int G>
+__attribute__((target("avx512f,avx512dq,fma"))) void attend_64(const Problem& p, int b, int h, int start, int count,
+                                                               float* scores, float* scratch, float* out) {
+  const float* q = p.queries + ((size_t)b * p.KV + h) * G * 64;
+  __m512 qv[G][4];
+  for (int g = 0; g < G; g++)
+    for (int c = 0; c < 4; c++) qv[g][c] = _mm512_loadu_ps(q + g * 64 + c * 16);
+  for (int s = 0; s < count; s++) {
+    const float* k = p.keys.at(b, h, start + s, 64, scratch);
+    __m512 k0 = _mm512_loadu_ps(k), k1 = _mm512_loadu_ps(k + 16), k2 = _mm512_loadu_ps(k + 32),
+           k3 = _mm512_loadu_ps(k + 48);
+    for (int g = 0; g < G; g++) {
+      __m512 acc = _mm512_mul_ps(qv[g][0], k0);
+      acc = _mm512_fmadd_ps(qv[g][1], k1, acc);
+      acc = _mm512_fmadd_ps(qv[g][2], k2, acc);
+      acc = _mm512_fmadd_ps(qv[g][3], k3, acc);
+      scores[(size_t)g * count + s] = _mm512_reduce_add_ps(acc);
+    }
+  }
+  softmax_rows(scores, G, count);
+  __m512 acc[G][4];
+  for (int g = 0; g < G; g++)
+    for (int c = 0; c < 4; c++) acc[g][c] = _mm512_setzero_ps();
+  for (int s = 0; s < count; s++) {
+    const float* v = p.values.at(b, h, start + s, 64, scratch);
+    __m512 v0 = _mm512_loadu_ps(v), v1 = _mm512_loadu_ps(v + 16), v2 = _mm512_loadu_ps(v + 32),
+           v3 = _mm512_loadu_ps(v + 48);
+    for (int g = 0; g < G; g++) {
+      __m512 w = _mm512_set1_ps(scores[(size_t)g * count + s]);
+      acc[g][0] = _mm512_fmadd_ps(w, v0, acc[g][0]);
+      acc[g][1] = _mm512_fmadd_ps(w, v1, acc[g][1]);
+      acc[g][2] = _mm512_fmadd_ps(w, v2, acc[g][2]);
+      acc[g][3] = _mm512_fmadd_ps(w, v3, acc[g][3]);
+    }
+  }
+  for (int g = 0; g < G; g++)
+    for (int c = 0; c < 4; c++) _mm512_storeu_ps(out + g * 64 + c * 16, acc[g][c]);
 }
 
 // One (row, KV head): its G queries against the row's positions.
@@ -97,20 +153,19 @@ void attend_chunk(const void* context, int chunk) {
   float* out = p.out + ((size_t)b * p.KV + h) * p.G * p.D;
   std::memset(out, 0, sizeof(float) * p.G * p.D);
   if (count <= 0) return;  // nothing to attend to: zeros (MLX's softmax would give NaN)
+  if (wide && p.D == 64 && p.G <= 4) {
+    switch (p.G) {
+      case 1: return attend_64<1>(p, b, h, start, count, scores.data(), scratch.data(), out);
+      case 2: return attend_64<2>(p, b, h, start, count, scores.data(), scratch.data(), out);
+      case 3: return attend_64<3>(p, b, h, start, count, scores.data(), scratch.data(), out);
+      default: return attend_64<4>(p, b, h, start, count, scores.data(), scratch.data(), out);
+    }
+  }
   for (int s = 0; s < count; s++) {
     const float* k = p.keys.at(b, h, start + s, p.D, scratch.data());
     for (int g = 0; g < p.G; g++) scores[(size_t)g * count + s] = dot(q + g * p.D, k, p.D);
   }
-  for (int g = 0; g < p.G; g++) {
-    float* row = scores.data() + (size_t)g * count;
-    float peak = *std::max_element(row, row + count);
-    for (int s = 0; s < count; s++) row[s] -= peak;
-    exp_inplace(row, count);
-    float total = 0;
-    for (int s = 0; s < count; s++) total += row[s];
-    float inverse = 1.0f / total;
-    for (int s = 0; s < count; s++) row[s] *= inverse;
-  }
+  softmax_rows(scores.data(), p.G, count);
   for (int s = 0; s < count; s++) {
     const float* v = p.values.at(b, h, start + s, p.D, scratch.data());
     for (int g = 0; g < p.G; g++) axpy(scores[(size_t)g * count + s], v, out + g * p.D, p.D);

@@ -58,8 +58,10 @@ void Pool::run(int chunks, Task task, const void* context) {
   done_.store(0, std::memory_order_relaxed);
   uint32_t generation = generation_.load(std::memory_order_relaxed) + 1;
   next_.store(uint64_t(generation) << 32, std::memory_order_relaxed);
-  generation_.store(generation, std::memory_order_release);
-  if (sleepers_.load(std::memory_order_acquire) > 0) generation_.notify_all();
+  // Sequentially consistent with `serve`'s sleepers_ / generation_ pair: either a helper sees
+  // the new generation before it sleeps, or this sees it asleep and wakes it.
+  generation_.store(generation);
+  if (sleepers_.load() > 0) wake();
   work(generation);
   // Chunks a helper claimed may still be running.
   for (int spins = 0; done_.load(std::memory_order_acquire) < chunks; spins++) {
@@ -68,6 +70,12 @@ void Pool::run(int chunks, Task task, const void* context) {
     else
       std::this_thread::yield();
   }
+}
+
+void Pool::wake() {
+  // Under the mutex, so that no helper is between its check of the generation and its wait.
+  std::lock_guard<std::mutex> lock(sleep_mutex_);
+  awake_.notify_all();
 }
 
 // Claims chunks of `generation` until none is left (or the pool has moved to another task).
@@ -82,30 +90,32 @@ void Pool::work(uint32_t generation) {
 }
 
 void Pool::serve() {
-  uint32_t seen = generation_.load(std::memory_order_acquire);
-  while (true) {
+  uint32_t seen = generation_.load();
+  // `stopping_` is checked as well as the generation: a helper that starts after stop() has
+  // bumped the generation reads the new one as `seen` and would otherwise wait forever.
+  while (!stopping_.load()) {
     uint32_t now = generation_.load(std::memory_order_acquire);
     for (int spins = 0; now == seen && spins < kSpins; spins++) {
       _mm_pause();
       now = generation_.load(std::memory_order_acquire);
     }
     if (now == seen) {
-      sleepers_.fetch_add(1, std::memory_order_acq_rel);
-      generation_.wait(seen, std::memory_order_acquire);
-      sleepers_.fetch_sub(1, std::memory_order_acq_rel);
+      std::unique_lock<std::mutex> lock(sleep_mutex_);
+      sleepers_.fetch_add(1);
+      awake_.wait(lock, [&] { return stopping_.load() || generation_.load() != seen; });
+      sleepers_.fetch_sub(1);
       continue;
     }
     seen = now;
-    if (stopping_.load(std::memory_order_acquire)) return;
-    work(now);
+    if (!stopping_.load()) work(now);
   }
 }
 
 void Pool::stop() {
   if (helpers_.empty()) return;
-  stopping_.store(true, std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
-  generation_.notify_all();
+  stopping_.store(true);
+  generation_.fetch_add(1);
+  wake();
   for (auto& t : helpers_) t.join();
   helpers_.clear();
   stopping_.store(false, std::memory_order_release);

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <thread>
@@ -89,10 +90,14 @@ class Pool {
   void work(uint32_t generation);
   void serve();
   void stop();
+  void wake();
 
   // About a millisecond of pause instructions.
   static constexpr int kSpins = 20000;
   std::mutex mutex_;
+  // Sleeping helpers wait on `awake_`.
+  std::mutex sleep_mutex_;
+  std::condition_variable awake_;
   std::vector<std::thread> helpers_;
   std::atomic<uint32_t> generation_{0};
   std::atomic<uint64_t> next_{0};  // generation << 32 | next chunk to claim

@@ -54,14 +54,14 @@ struct Problem {
 };
 
 // Rows of x handled together share each decoded weight vector: MT rows times NT weight rows,
-// two accumulators each (the two halves of a 32-value chunk), so that the FMA chains are
-// independent enough to hide their latency.
+// one accumulator each. Every output sums its chunks in the same order whatever the tile (and
+// the thread), so a row's result never depends on the batch it is computed in.
 template <int MT, int NT, int BITS>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"))) void tile_avx512(
     const Problem& p, int m0, int n0) {
-  __m512 acc[MT][NT][2];
+  __m512 acc[MT][NT];
   for (int i = 0; i < MT; i++)
-    for (int j = 0; j < NT; j++) acc[i][j][0] = acc[i][j][1] = _mm512_setzero_ps();
+    for (int j = 0; j < NT; j++) acc[i][j] = _mm512_setzero_ps();
   const int row_bytes = p.K * BITS / 8;
   const int groups = p.K / p.group;
   const __m512i low4 = _mm512_set1_epi32(0xF);
@@ -93,16 +93,13 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"))) void tile_avx5
         const float* xr = p.x + (size_t)(m0 + i) * p.K + k;
         __m512 x0 = _mm512_loadu_ps(xr);
         __m512 x1 = _mm512_loadu_ps(xr + 16);
-        for (int j = 0; j < NT; j++) {
-          acc[i][j][0] = _mm512_fmadd_ps(x0, w0[j], acc[i][j][0]);
-          acc[i][j][1] = _mm512_fmadd_ps(x1, w1[j], acc[i][j][1]);
-        }
+        for (int j = 0; j < NT; j++) acc[i][j] = _mm512_fmadd_ps(x1, w1[j], _mm512_fmadd_ps(x0, w0[j], acc[i][j]));
       }
     }
   }
   for (int i = 0; i < MT; i++)
     for (int j = 0; j < NT; j++)
-      p.store(m0 + i, n0 + j, _mm512_reduce_add_ps(_mm512_add_ps(acc[i][j][0], acc[i][j][1])));
+      p.store(m0 + i, n0 + j, _mm512_reduce_add_ps(acc[i][j]));
 }
 
 __attribute__((target("avx2,fma"))) inline float hsum256(__m256 v) {
@@ -115,9 +112,9 @@ __attribute__((target("avx2,fma"))) inline float hsum256(__m256 v) {
 // The same in 8-lane AVX2: each 32-value chunk in four 8-value parts.
 template <int MT, int NT, int BITS>
 __attribute__((target("avx2,fma"))) void tile_avx2(const Problem& p, int m0, int n0) {
-  __m256 acc[MT][NT][2];
+  __m256 acc[MT][NT];
   for (int i = 0; i < MT; i++)
-    for (int j = 0; j < NT; j++) acc[i][j][0] = acc[i][j][1] = _mm256_setzero_ps();
+    for (int j = 0; j < NT; j++) acc[i][j] = _mm256_setzero_ps();
   const int row_bytes = p.K * BITS / 8;
   const int groups = p.K / p.group;
   const __m256i low4 = _mm256_set1_epi32(0xF);
@@ -149,23 +146,21 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const Problem& p, int m0, int
         const float* xr = p.x + (size_t)(m0 + i) * p.K + k;
         __m256 x0 = _mm256_loadu_ps(xr);
         __m256 x1 = _mm256_loadu_ps(xr + 8);
-        for (int j = 0; j < NT; j++) {
-          acc[i][j][0] = _mm256_fmadd_ps(x0, w0[j], acc[i][j][0]);
-          acc[i][j][1] = _mm256_fmadd_ps(x1, w1[j], acc[i][j][1]);
-        }
+        for (int j = 0; j < NT; j++) acc[i][j] = _mm256_fmadd_ps(x1, w1[j], _mm256_fmadd_ps(x0, w0[j], acc[i][j]));
       }
     }
   }
   for (int i = 0; i < MT; i++)
     for (int j = 0; j < NT; j++)
-      p.store(m0 + i, n0 + j, hsum256(_mm256_add_ps(acc[i][j][0], acc[i][j][1])));
+      p.store(m0 + i, n0 + j, hsum256(acc[i][j]));
 }
 
-// Weight rows per tile, by rows of x per tile: about 16 accumulators in all (AVX2 has 16
-// registers, AVX-512 32).
+// Weight rows per tile, by rows of x per tile: accumulators, decoded weights, scales and x
+// within the registers (AVX-512 has 32, AVX2 16). With 8 rows of x each weight row decoded
+// feeds 8 FMA chains, and each x vector loaded 2: the products are FMA-bound.
 template <int MT, bool WIDE>
 constexpr int weight_rows() {
-  if constexpr (WIDE) return MT == 1 ? 4 : MT <= 4 ? 2 : 1;
+  if constexpr (WIDE) return MT <= 2 ? 4 : 2;
   return MT == 1 ? 2 : 1;
 }
 

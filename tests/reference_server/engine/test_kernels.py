@@ -174,3 +174,24 @@ def test_an_unbuildable_kernel_is_reported_not_raised(monkeypatch: pytest.Monkey
     )
     with pytest.raises(kernels.KernelUnavailableError, match="nanobind"):
         kernels.build_kernel()
+
+
+def test_resizing_the_pool_never_hangs(kernel: Any) -> None:
+    # A helper created just before the next resize must still see that resize's stop. (MLX work
+    # stays on this thread: MLX evaluates a graph only on the thread that built it.)
+    import threading
+
+    import mlx.core as mx
+
+    w = mx.random.normal((256, 64), key=mx.random.key(16))
+    q, scales, biases = mx.quantize(w, group_size=32, bits=8)
+    x = mx.random.normal((2, 64), key=mx.random.key(17))
+    expected = kernel.quantized_matmul(x, q, scales, biases, 32, 8)
+    mx.eval(expected)
+    threads = kernel.threads()
+    worker = threading.Thread(target=lambda: [kernel.set_threads(1 + n % 3) for n in range(200)], daemon=True)
+    worker.start()
+    worker.join(60)
+    assert not worker.is_alive(), "set_threads hung"
+    kernel.set_threads(threads)
+    assert mx.array_equal(kernel.quantized_matmul(x, q, scales, biases, 32, 8), expected)
