@@ -41,7 +41,9 @@ from .quantized import concatenate_linears, cpu_kernel, float_matmul, kernel_mat
 __all__ = ["FastLlamaBlock", "FastLlamaModel", "install_fast_decode"]
 
 _log = logging.getLogger(__name__)
-Linear = tuple[tuple[mx.array, ...], tuple[int, int] | None]
+# A linear layer's arrays, its kernel format (group size, bits; None: float), and the float32
+# copy prefill uses (quantized.use_cpu_kernel keeps one; None in a compiled decode step).
+Linear = tuple[tuple[mx.array, ...], tuple[int, int] | None, mx.array | None]
 
 
 def install_fast_decode(model: Any) -> bool:
@@ -170,8 +172,10 @@ class FastLlamaBlock(TransformerBlock):
         attn = self.self_attn
         kv_heads = attn.n_kv_heads or attn.n_heads
         config = _Config(attn.n_heads, kv_heads, attn.head_dim, self.args.rms_norm_eps, attn.scale)
-        qkv, o_proj = linear_parts(self.qkv), linear_parts(self.o_proj)
-        gate_up, down = linear_parts(self.gate_up), linear_parts(self.down_proj)
+        qkv, o_proj, gate_up, down = (
+            (*linear_parts(layer), layer.get("dense"))
+            for layer in (self.qkv, self.o_proj, self.gate_up, self.down_proj)
+        )
         norms = (self.input_layernorm.weight, self.post_attention_layernorm.weight)
         if angles is None or cache is None:
             return self._prefill(x, mask, cache, config, norms, (qkv, o_proj, gate_up, down))
@@ -230,10 +234,10 @@ def _linear(
     swiglu: bool = False,
     residual: mx.array | None = None,
 ) -> mx.array:
-    weights, quantized = linear
+    weights, quantized, dense = linear
     if quantized is None:
         return float_matmul(x, weights[0], norm=norm, eps=eps, swiglu=swiglu, residual=residual)
-    weight, scales, biases, dense = weights
+    weight, scales, biases = weights
     group_size, bits = quantized
     return kernel_matmul(
         x,
@@ -304,8 +308,8 @@ def _compiled(
     )
     if key in cache:
         return cache[key]
-    o_count = 1 if o_proj is None else 4
-    gate_up_count = 1 if gate_up is None else 4
+    o_count = 1 if o_proj is None else 3
+    gate_up_count = 1 if gate_up is None else 3
     heads, kv_heads, dim = config.heads, config.kv_heads, config.dim
     # Queries are scaled for attention here, fused with the rotation.
     head_scale = mx.array([config.scale] * heads + [1.0] * kv_heads)[:, None]
@@ -314,7 +318,7 @@ def _compiled(
         x: mx.array, cos: mx.array, sin: mx.array, pairs: mx.array, norm: mx.array, *weights: mx.array
     ) -> Any:
         batch = x.shape[0]
-        y = _linear(x, (weights, qkv), norm, config.eps).reshape(batch, heads + 2 * kv_heads, dim)
+        y = _linear(x, (weights, qkv, None), norm, config.eps).reshape(batch, heads + 2 * kv_heads, dim)
         qk = y[:, : heads + kv_heads]
         rotated = (qk * cos + (qk @ pairs) * sin) * head_scale
         queries = rotated[:, :heads].reshape(batch, kv_heads, heads // kv_heads, dim)
@@ -327,7 +331,8 @@ def _compiled(
         gate_up_w = weights[o_count : o_count + gate_up_count]
         down_w = weights[o_count + gate_up_count :]
         flat = attention.reshape(x.shape[0], 1, heads * dim)
-        return _finish(x, flat, norm, (o_w, o_proj), (gate_up_w, gate_up), (down_w, down), config.eps)
+        linears = (o_w, o_proj, None), (gate_up_w, gate_up, None), (down_w, down, None)
+        return _finish(x, flat, norm, *linears, config.eps)
 
     cache[key] = (mx.compile(before), mx.compile(after))
     return cache[key]

@@ -205,7 +205,7 @@ def prepare_text_model(model: Any, kernel: ModuleType | None, *, cpu: bool, fast
     if kernel is not None:
         from .quantized import use_cpu_kernel
 
-        use_cpu_kernel(model, kernel)
+        use_cpu_kernel(model, kernel, dense=fast_blas)
     if cpu:
         from .decode import install_fast_decode
 

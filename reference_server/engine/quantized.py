@@ -92,9 +92,10 @@ def cpu_kernel() -> ModuleType | None:
     return _kernel
 
 
-def use_cpu_kernel(model: Module, kernel: ModuleType) -> int:
+def use_cpu_kernel(model: Module, kernel: ModuleType, *, dense: bool = True) -> int:
     """Route the affine 4- and 8-bit layers of `model` through `kernel` (kernels.py); return how
-    many layers now use it."""
+    many layers now use it. `dense`: keep float32 copies of the linear layers for prefill (on
+    OpenBLAS); without them (the reference BLAS) the kernel computes prefill too."""
     global _kernel
     _kernel = kernel
     count = 0
@@ -111,7 +112,7 @@ def use_cpu_kernel(model: Module, kernel: ModuleType) -> int:
         module.scales = mx.contiguous(module.scales.astype(keep))
         module.biases = mx.contiguous(module.biases.astype(keep))
         module.weight = mx.contiguous(module.weight)
-        if swapped is CpuQuantizedLinear:
+        if swapped is CpuQuantizedLinear and dense:
             # Prefill (hundreds of rows) runs on OpenBLAS, 3x faster there than the kernel, on
             # float32 weights: computed once here (dequantizing per call made prefill 1.5x
             # slower). The embedding needs none: a prompt's logits are never computed.
@@ -141,7 +142,8 @@ def kernel_matmul(
     `norm`, `silu(gate) * up` of x = [gate | up] with `swiglu`, else nothing: the kernel for a
     few rows (it applies f and adds the residual itself), else MLX operations and an SGEMM on
     `dense` (the weight in float32) or on the weight dequantized for the call."""
-    if _kernel is not None and x.dtype == mx.float32 and x.size <= KERNEL_MAX_ROWS * x.shape[-1]:
+    few = x.size <= KERNEL_MAX_ROWS * x.shape[-1]
+    if _kernel is not None and x.dtype == mx.float32 and (few or dense is None):
         result: mx.array = _kernel.quantized_matmul(
             x, weight, scales, biases, group_size, bits, norm, eps, swiglu, residual
         )
@@ -177,8 +179,7 @@ def float_matmul(
 def linear_parts(layer: Module) -> tuple[tuple[mx.array, ...], tuple[int, int] | None]:
     """A bias-free linear layer's arrays and, when it runs on the kernel, (group size, bits)."""
     if type(layer) is CpuQuantizedLinear:
-        arrays = (layer["weight"], layer["scales"], layer["biases"], layer["dense"])
-        return arrays, (layer.group_size, layer.bits)
+        return (layer["weight"], layer["scales"], layer["biases"]), (layer.group_size, layer.bits)
     if type(layer) is Linear and "bias" not in layer:
         return (layer["weight"],), None
     raise TypeError(f"not a bias-free float32 or kernel linear layer: {type(layer).__name__}")
@@ -201,7 +202,10 @@ def concatenate_linears(layers: list[Module]) -> Module:
     Module.__init__(layer)  # type: ignore[no-untyped-call]
     layer.group_size, layer.bits = quantized
     layer.mode = "affine"
-    layer.weight, layer.scales, layer.biases, layer.dense = arrays
+    layer.weight, layer.scales, layer.biases = arrays
+    dense = [part["dense"] for part in layers if "dense" in part]
+    if len(dense) == len(layers):
+        layer.dense = mx.concatenate(dense, axis=0)
     layer.freeze()
     return layer
 
@@ -210,8 +214,8 @@ class CpuQuantizedLinear(QuantizedLinear):
     """`QuantizedLinear` (no bias) whose product runs on the kernel (see `use_cpu_kernel`)."""
 
     def __call__(self, x: mx.array) -> mx.array:
-        weight, scales, biases, dense = self["weight"], self["scales"], self["biases"], self["dense"]
-        return kernel_matmul(x, weight, scales, biases, self.group_size, self.bits, dense=dense)
+        weight, scales, biases = self["weight"], self["scales"], self["biases"]
+        return kernel_matmul(x, weight, scales, biases, self.group_size, self.bits, dense=self.get("dense"))
 
 
 class CpuQuantizedEmbedding(QuantizedEmbedding):

@@ -17,8 +17,9 @@ pytestmark = pytest.mark.mlx
 PROMPTS = [[(7 * i) % 997 + 10 for i in range(250)], [(11 * i) % 991 + 20 for i in range(31)], [5, 6]]
 
 
-def pair(tokenizer: Any, precision: str) -> tuple[Any, Any]:
-    """(mlx-lm's model, the rebuilt one) with the same weights at `precision`."""
+def pair(tokenizer: Any, precision: str, *, dense: bool = True) -> tuple[Any, Any]:
+    """(mlx-lm's model, the rebuilt one) with the same weights at `precision`; `dense`: float32
+    copies for prefill (OpenBLAS), else the kernel computes prefill too."""
     import mlx.core as mx
 
     from reference_server.engine.decode import install_fast_decode
@@ -35,7 +36,7 @@ def pair(tokenizer: Any, precision: str) -> tuple[Any, Any]:
             kernel = load_kernel()
             if kernel is None:
                 pytest.skip("the CPU kernel cannot be built here")
-            use_cpu_kernel(model, kernel)
+            use_cpu_kernel(model, kernel, dense=dense)
         models.append(model)
     assert install_fast_decode(models[1])
     mx.eval(models[0].parameters(), models[1].parameters())
