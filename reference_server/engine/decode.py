@@ -105,6 +105,17 @@ def _rope_tables(rope: RoPE, positions: int) -> tuple[mx.array, mx.array, mx.arr
     return cos_full, sin_full, pairs
 
 
+@dataclass(frozen=True, slots=True)
+class _Angles:
+    """A decode step's rotary embedding: per row cos, signed sin and the pairing (for the
+    compiled float path), and the positions and whole tables (for the kernel's projection)."""
+
+    rows: tuple[mx.array, mx.array, mx.array]
+    positions: mx.array
+    cos: mx.array
+    sin: mx.array
+
+
 class FastLlamaModel(LlamaModel):
     """`LlamaModel` whose decode steps gather the rotary tables once for all layers."""
 
@@ -122,10 +133,16 @@ class FastLlamaModel(LlamaModel):
         blocks: list[Any] = self.layers  # FastLlamaBlock, once converted
         for layer, layer_cache in zip(blocks, cache, strict=True):
             h = layer(h, mask, layer_cache, angles)
+        if angles is not None and type(cache[0]) is BatchKVCache:
+            # Every layer's cache advanced its own `offset` by one (a lazy add); all are equal,
+            # and only the first one's is read (for the positions), so the others would grow a
+            # chain of unevaluated adds, one more per step. Share the first one's.
+            for layer_cache in cache[1:]:
+                layer_cache.offset = cache[0].offset
         out: mx.array = self.norm(h)
         return out
 
-    def _angles(self, h: mx.array, cache: Any) -> tuple[mx.array, mx.array, mx.array] | None:
+    def _angles(self, h: mx.array, cache: Any) -> _Angles | None:
         # Only for a decode step on the caches mlx-lm batches or keeps per sequence.
         if h.shape[1] != 1 or self.rope_tables is None or type(cache) not in (KVCache, BatchKVCache):
             return None
@@ -136,8 +153,10 @@ class FastLlamaModel(LlamaModel):
             return None  # past the tables: mx.fast.rope computes it
         offset = cache.offset
         positions = offset if isinstance(offset, mx.array) else mx.array([offset])
-        # (rows, 1, head_dim): broadcast over the heads of each row.
-        return cos[positions][:, None, :], sin[positions][:, None, :], pairs
+        # (rows, 1, head_dim): broadcast over the heads of each row (the compiled float path;
+        # lazy, so never computed when the kernel's projection reads the tables itself).
+        rows = cos[positions][:, None, :], sin[positions][:, None, :], pairs
+        return _Angles(rows, positions, cos, sin)
 
 
 class FastLlamaBlock(TransformerBlock):
@@ -145,6 +164,7 @@ class FastLlamaBlock(TransformerBlock):
 
     qkv: Module
     gate_up: Module
+    _layout: tuple[_Config, tuple[mx.array, mx.array], tuple[Linear, ...], tuple[Any, ...]]
 
     @classmethod
     def convert(cls, block: TransformerBlock) -> None:
@@ -161,29 +181,64 @@ class FastLlamaBlock(TransformerBlock):
             for name in names:
                 del module[name]
         block.__class__ = cls
+        block.freeze_layout()
+
+    def freeze_layout(self) -> None:
+        """Gather what every call needs once (the weights are fixed once served): working it
+        out per layer and step cost a decode step about a millisecond of Python."""
+        attn = self.self_attn
+        kv_heads = attn.n_kv_heads or attn.n_heads
+        config = _Config(attn.n_heads, kv_heads, attn.head_dim, self.args.rms_norm_eps, attn.scale)
+        linears = tuple(
+            (*linear_parts(layer), layer.get("dense"))
+            for layer in (self.qkv, self.o_proj, self.gate_up, self.down_proj)
+        )
+        norms = (self.input_layernorm.weight, self.post_attention_layernorm.weight)
+        decode = (
+            config,
+            tuple(linear[1] for linear in linears),
+            (norms[0], *linears[0][0]),
+            (norms[1], *linears[1][0], *linears[2][0], *linears[3][0]),
+        )
+        # A plain attribute, outside the parameter tree (Module keeps arrays and tuples there).
+        object.__setattr__(self, "_layout", (config, norms, linears, decode))
 
     def __call__(
         self,
         x: mx.array,
         mask: Any = None,
         cache: Any = None,
-        angles: tuple[mx.array, mx.array, mx.array] | None = None,
+        angles: _Angles | None = None,
     ) -> mx.array:
-        attn = self.self_attn
-        kv_heads = attn.n_kv_heads or attn.n_heads
-        config = _Config(attn.n_heads, kv_heads, attn.head_dim, self.args.rms_norm_eps, attn.scale)
-        qkv, o_proj, gate_up, down = (
-            (*linear_parts(layer), layer.get("dense"))
-            for layer in (self.qkv, self.o_proj, self.gate_up, self.down_proj)
-        )
-        norms = (self.input_layernorm.weight, self.post_attention_layernorm.weight)
+        config, norms, linears, (_, formats, first, second) = self._layout
         if angles is None or cache is None:
-            return self._prefill(x, mask, cache, config, norms, (qkv, o_proj, gate_up, down))
-        before, after = _compiled(config, qkv[1], o_proj[1], gate_up[1], down[1])
-        queries, keys, values = before(x, *angles, norms[0], *qkv[0])
+            return self._prefill(x, mask, cache, config, norms, linears)
+        before, after = _compiled(config, *formats)
+        kernel = cpu_kernel()
+        if formats[0] is not None and kernel is not None:
+            # One operation for norm, product, rotation and layouts (cpu/projection.cpp).
+            group_size, bits = formats[0]
+            queries, keys, values = kernel.decode_projection(
+                x,
+                *first[1:],
+                group_size,
+                bits,
+                first[0],
+                config.eps,
+                angles.cos,
+                angles.sin,
+                angles.positions,
+                config.heads,
+                config.kv_heads,
+                config.dim,
+                self.self_attn.rope.traditional,
+                config.scale,
+            )
+        else:
+            queries, keys, values = before(x, *angles.rows, *first)
         cache.update_and_fetch(keys, values)
         out = _attend(queries, cache)
-        result: mx.array = after(x, out, norms[1], *o_proj[0], *gate_up[0], *down[0])
+        result: mx.array = after(x, out, *second)
         return result
 
     def _prefill(
@@ -193,7 +248,7 @@ class FastLlamaBlock(TransformerBlock):
         cache: Any,
         config: _Config,
         norms: tuple[mx.array, mx.array],
-        linears: tuple[Linear, Linear, Linear, Linear],
+        linears: tuple[Linear, ...],
     ) -> mx.array:
         # Several tokens per row: mlx-lm's arithmetic on the fused products, uncompiled.
         qkv, o_proj, gate_up, down = linears

@@ -20,6 +20,7 @@ Loading the kernel loads `libmlx.so`: call `load_kernel` only after `blas.enable
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib.machinery
 import importlib.metadata
@@ -63,6 +64,9 @@ def load_kernel() -> ModuleType | None:
                 module = _import(build_kernel())
                 _self_test(module)
                 module.set_threads(matmul_threads())
+                # Join the helper threads before the interpreter finalizes, rather than leave
+                # them running while C++ static objects are destroyed at exit.
+                atexit.register(module.set_threads, 1)
                 _log.info("CPU quantized kernel: %s, %d threads", module.isa(), module.threads())
                 _loaded.append(module)
             except (KernelUnavailableError, OSError, ImportError) as exc:

@@ -274,11 +274,25 @@ def _grammar_compiler(tokenizer: ChatTokenizer) -> tuple[GrammarCompiler | None,
 def _warm_up(model: Any) -> None:
     # The first forward passes pay one-off setup; pay it at load, not on a client's request.
     import mlx.core as mx
-    from mlx_lm.models.cache import make_prompt_cache
+    from mlx_lm.models.cache import KVCache, make_prompt_cache
 
     cache = make_prompt_cache(model)
     mx.eval(model(mx.array([[1, 2, 3, 4, 5, 6, 7, 8]]), cache=cache))
     mx.eval(model(mx.array([[9]]), cache=cache))
+    # Batched decode steps too (rows of different lengths, so left-padded): on the CPU, MLX
+    # compiles a fused kernel with the C++ compiler the first time it meets each layout (about
+    # a second each, cached on disk), which a client's first batched token would otherwise wait.
+    from mlx_lm.models.cache import BatchKVCache
+
+    if all(type(layer) is KVCache for layer in cache):
+        for rows in (2, 3):
+            caches = []
+            for row in range(rows):
+                single = make_prompt_cache(model)
+                mx.eval(model(mx.array([list(range(1, 3 + 2 * row))]), cache=single))
+                caches.append(single)
+            batch = [BatchKVCache.merge([c[i] for c in caches]) for i in range(len(cache))]  # type: ignore[no-untyped-call]
+            mx.eval(model(mx.array([[9]] * rows), cache=batch))
     mx.clear_cache()
 
 

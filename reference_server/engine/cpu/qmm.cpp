@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "common.h"
+#include "qmm.h"
 #include "mlx/allocator.h"
 #include "mlx/array.h"
 #include "mlx/backend/cpu/encoder.h"
@@ -237,40 +238,6 @@ void run_chunk(const void* context, int chunk) {
     wide ? rows<4, true>(q, begin, end) : rows<4, false>(q, begin, end);
 }
 
-// A strided view's element: offset of row `row` (all axes but the last) in elements.
-struct View {
-  const float* data;
-  std::vector<int> shape;
-  std::vector<int64_t> strides;
-  bool contiguous;
-
-  explicit View(const mx::array& a)
-      : data(a.data<float>()),
-        shape(a.shape().begin(), a.shape().end()),
-        strides(a.strides().begin(), a.strides().end()),
-        contiguous(a.flags().row_contiguous) {}
-
-  void row(int64_t index, int width, float* out) const {
-    if (contiguous) {
-      std::memcpy(out, data + index * width, sizeof(float) * width);
-      return;
-    }
-    int64_t offset = 0, rest = index;
-    for (int axis = static_cast<int>(shape.size()) - 2; axis >= 0; axis--) {
-      offset += (rest % shape[axis]) * strides[axis];
-      rest /= shape[axis];
-    }
-    int64_t step = strides.back();
-    for (int k = 0; k < width; k++) out[k] = data[offset + k * step];
-  }
-};
-
-struct Transform {
-  const float* norm;  // RMS norm weight (K), or null
-  float eps;
-  bool swiglu;
-};
-
 // The kernel's input rows: read through their strides, transformed, and for 4 bits each chunk
 // of values reordered to line up with the decoded nibbles: AVX-512 decodes 16 bytes into the
 // 16 even then the 16 odd positions of 32 values; AVX2 decodes 8 bytes, so per 16 values the 8
@@ -336,39 +303,20 @@ class QuantizedMatmul : public mx::UnaryPrimitive {
     const float* norm = norm_ ? inputs[next++].data<float>() : nullptr;
     std::optional<View> residual;
     if (residual_) residual.emplace(inputs[next++]);
-    encoder.dispatch([x = View(inputs[0]), t = Transform{norm, eps_, swiglu_}, wp = w.data<uint8_t>(),
-                      sp = scales.data<void>(), bp = biases.data<void>(), half = scales.dtype() == mx::float16,
-                      residual = std::move(residual),
-                      op = out.data<float>(), M, N, K, group = group_, bits = bits_]() {
-      Problem p{x.data,
-                wp,
-                half ? nullptr : static_cast<const float*>(sp),
-                half ? nullptr : static_cast<const float*>(bp),
-                0,
-                half ? static_cast<const uint16_t*>(sp) : nullptr,
-                half ? static_cast<const uint16_t*>(bp) : nullptr,
-                nullptr,
-                op,
-                M,
-                N,
-                K,
-                group,
-                bits};
+    Weights weights{w.data<uint8_t>(), scales.data<void>(), biases.data<void>(), scales.dtype() == mx::float16,
+                    N, K, group_, bits_};
+    encoder.dispatch([x = View(inputs[0]), t = Transform{norm, eps_, swiglu_}, weights,
+                      residual = std::move(residual), op = out.data<float>(), M]() {
       std::vector<float> added;
+      const float* add = nullptr;
       if (residual && residual->contiguous) {
-        p.residual = residual->data;
+        add = residual->data;
       } else if (residual) {
-        added.resize((size_t)M * N);
-        for (int m = 0; m < M; m++) residual->row(m, N, added.data() + (size_t)m * N);
-        p.residual = added.data();
+        added.resize((size_t)M * weights.N);
+        for (int m = 0; m < M; m++) residual->row(m, weights.N, added.data() + (size_t)m * weights.N);
+        add = added.data();
       }
-      std::vector<float> rows;
-      if (bits == 4 || !x.contiguous || t.norm != nullptr || t.swiglu) {
-        rows.resize((size_t)M * K);
-        prepare(x, t, M, K, bits, rows.data());
-        p.x = rows.data();
-      }
-      pool().run((N + kChunkRows - 1) / kChunkRows, run_chunk, &p);
+      quantized_product(x, t, weights, M, add, op);
     });
   }
 
@@ -400,6 +348,31 @@ class QuantizedMatmul : public mx::UnaryPrimitive {
 };
 
 }  // namespace
+
+void quantized_product(const View& x, const Transform& t, const Weights& w, int M, const float* residual,
+                       float* out) {
+  Problem p{x.data,
+            w.w,
+            w.half ? nullptr : static_cast<const float*>(w.scales),
+            w.half ? nullptr : static_cast<const float*>(w.biases),
+            0,
+            w.half ? static_cast<const uint16_t*>(w.scales) : nullptr,
+            w.half ? static_cast<const uint16_t*>(w.biases) : nullptr,
+            residual,
+            out,
+            M,
+            w.N,
+            w.K,
+            w.group,
+            w.bits};
+  std::vector<float> rows;
+  if (w.bits == 4 || !x.contiguous || t.norm != nullptr || t.swiglu) {
+    rows.resize((size_t)M * w.K);
+    prepare(x, t, M, w.K, w.bits, rows.data());
+    p.x = rows.data();
+  }
+  pool().run((w.N + kChunkRows - 1) / kChunkRows, run_chunk, &p);
+}
 
 mx::array quantized_matmul(const mx::array& x, const mx::array& w, const mx::array& scales,
                            const mx::array& biases, int group_size, int bits,
