@@ -225,7 +225,7 @@ def bench_mlx_lm(args: argparse.Namespace) -> dict[str, Any]:
 
     from reference_server.engine.base import Turn
     from reference_server.engine.blas import enable_fast_blas
-    from reference_server.engine.mlx import _load
+    from reference_server.engine.loading import load_model as _load
     from reference_server.engine.sources import resolve_model
 
     loaded = _load(resolve_model(args.model), enable_fast_blas("auto"), 0, None)

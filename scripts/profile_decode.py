@@ -3,7 +3,8 @@
     python scripts/profile_decode.py                          # SmolLM2, the default precision
     python scripts/profile_decode.py --precision f32 --rows 1,8 --context 200
 
-For each batch size (`--rows`), with a KV cache holding `--context` positions:
+For each batch size (`--rows`), with a KV cache holding `--context` positions (the parts of
+the rebuilt llama blocks of engine/decode.py, or with `--original` those of mlx-lm's blocks):
 - the whole step as the batching scheduler runs it (forward, argmax, eval, `tolist`), and the
   time spent building its graph in Python (the forward call before any evaluation);
 - each part alone, over all layers at once so that per-eval overhead is paid once: the seven
@@ -114,6 +115,94 @@ def _parts(model: Any, rows: int, context: int, repeat: int) -> dict[str, float]
     return out
 
 
+def _fast_parts(model: Any, rows: int, context: int, repeat: int) -> dict[str, float]:
+    """The parts of a decode step of the rebuilt llama blocks (engine/decode.py)."""
+    import mlx.core as mx
+    from mlx_lm.models.cache import make_prompt_cache
+
+    from reference_server.engine import decode
+    from reference_server.engine.quantized import cpu_kernel
+
+    layers = model.model.layers
+    args = model.args
+    hidden, heads, kv_heads = args.hidden_size, args.num_attention_heads, args.num_key_value_heads
+    dim = hidden // heads
+    x = mx.random.normal((rows, 1, hidden))
+    gate_up = mx.random.normal((rows, 1, 2 * args.intermediate_size))
+    attn_out = mx.random.normal((rows, 1, heads * dim))
+    mx.eval(x, gate_up, attn_out)
+    kernel = cpu_kernel()
+    cos, sin, _ = model.model.rope_tables
+    positions = mx.array([context] * rows)
+    out: dict[str, float] = {}
+
+    def each(make: Callable[[Any], Any]) -> Callable[[], None]:
+        return lambda: mx.eval([make(layer) for layer in layers])
+
+    def projection(layer: Any) -> Any:
+        config, norms, linears, _ = layer._layout
+        (w, s, b), quantized, _dense = linears[0]
+        if kernel is None or quantized is None:
+            return decode._linear(x, linears[0], norms[0], config.eps)
+        return kernel.decode_projection(
+            x,
+            w,
+            s,
+            b,
+            *quantized,
+            norms[0],
+            config.eps,
+            cos,
+            sin,
+            positions,
+            heads,
+            kv_heads,
+            dim,
+            layer.self_attn.rope.traditional,
+            config.scale,
+        )
+
+    def linear(index: int, source: Any, **options: Any) -> Callable[[Any], Any]:
+        return lambda layer: decode._linear(source, layer._layout[2][index], **options)
+
+    out["q,k,v projection + norm + rope (30 layers)"] = _median_ms(each(projection), repeat)
+    out["o projection + residual (30)"] = _median_ms(each(linear(1, attn_out, residual=x)), repeat)
+    norm = layers[0].post_attention_layernorm.weight
+    out["gate,up projection + norm (30)"] = _median_ms(each(linear(2, x, norm=norm, eps=1e-5)), repeat)
+    out["down projection + swiglu + residual (30)"] = _median_ms(
+        each(linear(3, gate_up, swiglu=True, residual=x)), repeat
+    )
+    head = model.lm_head if hasattr(model, "lm_head") else model.model.embed_tokens.as_linear
+    out["output projection (vocab x hidden)"] = _median_ms(lambda: mx.eval(head(x)), repeat)
+    tokens = mx.zeros((rows, 1), dtype=mx.uint32)
+    out["embedding lookup"] = _median_ms(lambda: mx.eval(model.model.embed_tokens(tokens)), repeat)
+    cache = make_prompt_cache(model)
+    for layer_cache in cache:
+        layer_cache.update_and_fetch(
+            mx.zeros((rows, kv_heads, context, dim)), mx.zeros((rows, kv_heads, context, dim))
+        )
+    mx.eval([c.state for c in cache])
+    queries = mx.random.normal((rows, kv_heads, heads // kv_heads, dim))
+    mx.eval(queries)
+    out["attention (30 layers)"] = _median_ms(
+        lambda: mx.eval([decode._attend(queries, c) for c in cache]), repeat
+    )
+    out["final rms norm"] = _median_ms(lambda: mx.eval(model.model.norm(x)), repeat)
+    logits = mx.random.normal((rows, args.vocab_size))
+    mx.eval(logits)
+    out["argmax"] = _median_ms(lambda: mx.eval(mx.argmax(logits, axis=-1)), repeat)
+    kk = mx.random.normal((rows, kv_heads, 1, dim))
+    mx.eval(kk)
+
+    def updates() -> None:
+        for layer_cache in cache:
+            layer_cache.update_and_fetch(kk, kk)
+        mx.eval([c.state for c in cache])
+
+    out["kv cache update (30)"] = _median_ms(updates, repeat)
+    return out
+
+
 def _step(model: Any, rows: int, context: int, repeat: int) -> dict[str, float]:
     import mlx.core as mx
     from mlx_lm.models.cache import BatchKVCache, make_prompt_cache
@@ -182,25 +271,32 @@ def main() -> int:
     parser.add_argument("--rows", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8])
     parser.add_argument("--context", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--original", action="store_true", help="mlx-lm's llama blocks (not decode.py's)")
     args = parser.parse_args()
     from reference_server.engine.blas import enable_fast_blas
 
     blas = enable_fast_blas("auto")
-    from reference_server.engine.mlx import _load
+    from reference_server.engine import decode
+    from reference_server.engine.loading import load_model as _load
     from reference_server.engine.sources import resolve_model
 
+    if args.original:  # mlx-lm's own llama blocks, as before engine/decode.py
+        decode.install_fast_decode = lambda model: False  # type: ignore[assignment]
     load_args: dict[str, Any] = {} if args.precision is None else {"precision": args.precision}
     loaded = _load(resolve_model(args.model), blas, 0, None, **load_args)
+    fast = type(loaded.model.model).__name__ == "FastLlamaModel"
     report: dict[str, Any] = {
         "model": args.model,
         "precision": args.precision or "default",
+        "blocks": "rebuilt (decode.py)" if fast else "mlx-lm's",
         "blas": blas,
         "load_average_before": os.getloadavg(),
         "context": args.context,
     }
     for rows in args.rows:
         figures = _step(loaded.model, rows, args.context, args.repeat)
-        figures.update(_parts(loaded.model, rows, args.context, args.repeat))
+        parts = _fast_parts if fast else _parts
+        figures.update(parts(loaded.model, rows, args.context, args.repeat))
         report[f"rows={rows}"] = figures
     report["per token"] = _per_token(loaded, args.repeat)
     report["load_average_after"] = os.getloadavg()

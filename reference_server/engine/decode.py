@@ -1,22 +1,24 @@
-"""Llama-family layers on the CPU in far fewer MLX operations: fused projections, compiled steps.
+"""Llama-family blocks on the CPU in far fewer MLX operations.
 
 On the CPU, MLX's "fast" operations (RMS norm, rotary embedding) are built out of their
 reference decompositions, so one SmolLM2 decode step was a graph of about 4,100 operations,
-each paying a few microseconds of scheduling: that, more than arithmetic, was the step once the
-quantized kernel made the products cheap. Here each transformer block of an `mlx_lm` llama
-model is rebuilt so that
+each paying microseconds of scheduling: once the quantized kernel made the products cheap, that
+was most of the step. Each transformer block of an `mlx_lm` llama model is rebuilt so that
 - the query, key and value projections are one product, as are the gate and up projections
-  (the weights concatenated along their output rows, quantized ones included, so each output is
-  computed exactly as before);
-- a decode step (one token per row) runs, per layer, one compiled function (`mx.compile`) before
-  the KV cache and one after it, their element-wise work fused; the weights are arguments, so
-  all layers share one trace per batch size;
-- the rotary embedding of a decode step is a lookup in cos/sin tables computed once at load
-  (the same float32 formula as MLX's), gathered once per step for all layers.
-Prefill (several tokens per row) runs the same fused products uncompiled, with `mx.fast.rope`.
-The KV cache, the attention function (attention.py's) and the mask are mlx-lm's, unchanged,
-so batching and the prompt cache work as before. Installed on the CPU only (Metal has fused
-kernels for these operations), for `mlx_lm.models.llama` blocks without projection biases.
+  (the weights' rows concatenated, quantized ones included, so each output is computed exactly
+  as before);
+- a decode step (one token per row) is, per layer: the projection (with the kernel: one
+  operation for norm, product, rotary embedding and layouts, cpu/projection.cpp; in float32 a
+  compiled function), the KV-cache update (mlx-lm's), the attention over the cache (with the
+  kernel: cpu/attention.cpp) and one compiled function for the rest, where the kernel's
+  products take the RMS norm, SwiGLU and residual adds in (293 operations per step in all);
+- the rotary embedding of a decode step reads cos/sin tables computed once at load with the
+  same float32 formula as `mx.fast.rope`.
+Prefill (several tokens per row) runs the same fused products uncompiled, with `mx.fast.rope`
+and the architecture's attention (attention.py's). The caches are mlx-lm's, unchanged, so
+batching and the prompt cache work as before. Installed on the CPU only (Metal has fused kernels
+for these operations), for `mlx_lm.models.llama` blocks without projection biases; the weights
+are taken as fixed once installed.
 """
 
 from __future__ import annotations

@@ -195,3 +195,48 @@ def test_resizing_the_pool_never_hangs(kernel: Any) -> None:
     assert not worker.is_alive(), "set_threads hung"
     kernel.set_threads(threads)
     assert mx.array_equal(kernel.quantized_matmul(x, q, scales, biases, 32, 8), expected)
+
+
+@pytest.mark.parametrize("traditional", [True, False])
+def test_decode_projection_matches_mlx(kernel: Any, traditional: bool) -> None:
+    # Norm, the fused q/k/v product and the rotary embedding, against mx.fast.rope itself.
+    import mlx.core as mx
+    from mlx.nn.layers.positional_encoding import RoPE
+
+    from reference_server.engine.decode import _rope_tables
+
+    heads, kv_heads, dim, hidden = 4, 2, 64, 128
+    w = mx.random.normal(((heads + 2 * kv_heads) * dim, hidden), key=mx.random.key(18))
+    q, scales, biases = mx.quantize(w, group_size=32, bits=4)
+    x = mx.random.normal((3, 1, hidden), key=mx.random.key(19))
+    norm = mx.random.normal((hidden,), key=mx.random.key(20))
+    rope = RoPE(dim, traditional=traditional, base=10000.0)
+    tables = _rope_tables(rope, 64)
+    assert tables is not None
+    positions = mx.array([0, 7, 40])
+    queries, keys, values = kernel.decode_projection(
+        x,
+        q,
+        scales,
+        biases,
+        32,
+        4,
+        norm,
+        1e-5,
+        tables[0],
+        tables[1],
+        positions,
+        heads,
+        kv_heads,
+        dim,
+        traditional,
+        0.125,
+    )
+    y = reference(mx.fast.rms_norm(x, norm, 1e-5), q, scales, biases, 32, 4).reshape(
+        3, heads + 2 * kv_heads, 1, dim
+    )
+    rotated = mx.concatenate([rope(y[i : i + 1], offset=int(positions[i])) for i in range(3)])
+    assert queries.shape == (3, kv_heads, heads // kv_heads, dim)
+    assert close(queries, rotated[:, :heads].reshape(3, kv_heads, heads // kv_heads, dim) * 0.125)
+    assert close(keys, rotated[:, heads : heads + kv_heads].reshape(3, kv_heads, 1, dim))
+    assert close(values, y[:, heads + kv_heads :].reshape(3, kv_heads, 1, dim))

@@ -49,7 +49,7 @@ def served(gguf: Any, precision: str | None, *, broken: bool = False) -> Any:
     from reference_server.engine.blas import enable_fast_blas
     from reference_server.engine.gguf import load_gguf_model
     from reference_server.engine.kernels import load_kernel
-    from reference_server.engine.mlx import prepare_text_model
+    from reference_server.engine.loading import prepare_text_model
     from reference_server.engine.quantized import apply_precision
 
     model, _ = load_gguf_model(gguf)
