@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from reference_server.catalog import Alias
+from reference_server.engine.precision import PRECISION_CHOICES
 from reference_server.settings import API_KEY_ENV, DEFAULT_MODEL, Settings
 
 _DEFAULTS = Settings()
@@ -53,6 +54,14 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         choices=["auto", "openblas", "bundled"],
         default="auto",
         help="Linux CPU BLAS: auto (OpenBLAS when possible), openblas, or the bundled reference",
+    )
+    parser.add_argument(
+        "--precision",
+        choices=list(PRECISION_CHOICES),
+        default=_DEFAULTS.precision,
+        help="weights: auto (q4 on the CPU quantized kernel when it can be built, else f32; as"
+        " loaded on Metal), f32, q8 (8-bit), q4 (4-bit layers, 8-bit embedding and output);"
+        " /v1/models names the one served",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the tiny-random model")
     parser.add_argument(
@@ -126,6 +135,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         aliases=aliases,
         ping_interval=args.ping_interval,
         blas=args.blas,
+        precision=args.precision,
         seed=args.seed,
         context_window=args.context_window,
         log_level=args.log_level,

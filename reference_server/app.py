@@ -53,6 +53,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
                 load_engine,
                 settings.model,
                 blas=settings.blas,
+                precision=settings.precision,
                 seed=settings.seed,
                 context_window=settings.context_window,
                 limits=limits,

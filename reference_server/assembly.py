@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jiter
 
 from reference_server.engine.base import Generation, PromptUsage
 from reference_server.ids import new_message_id, new_tool_use_id
+from reference_server.prepared import PreparedMessage
 from reference_server.protocol import (
     CacheCreation,
     ContentBlock,
@@ -40,9 +41,6 @@ from reference_server.protocol import (
 )
 from reference_server.thinking import ThinkingEnd, ThinkingText
 from reference_server.tools.calls import ArgsPiece, CallEnd, CallStart
-
-if TYPE_CHECKING:
-    from reference_server.serving import PreparedMessage
 
 __all__ = ["Outcome", "Piece", "Seal", "events_of", "message_of"]
 

@@ -132,7 +132,8 @@ def _cursor(ids: Sequence[str], value: str, name: str) -> int:
 def _model_info(card: ModelCard) -> ModelInfo:
     return ModelInfo(
         id=card.id,
-        display_name=card.display_name,
+        # The API has no field for it; the name says which weights this server runs.
+        display_name=f"{card.display_name} ({card.precision})" if card.precision else card.display_name,
         created_at=card.created_at.isoformat().replace("+00:00", "Z"),
         max_input_tokens=card.context_window,
         max_tokens=card.max_output_tokens,

@@ -28,6 +28,7 @@ from reference_server.engine.errors import (
     TokenizerError,
 )
 from reference_server.errors import InternalServerError, InvalidRequestError, OverloadedError
+from reference_server.prepared import PreparedMessage
 from reference_server.protocol import (
     ClearThinkingEdit,
     ClearToolUsesEdit,
@@ -67,26 +68,7 @@ from reference_server.validation import (
 __all__ = [
     "ContextWindowExceeded",
     "MessagesService",
-    "PreparedMessage",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class PreparedMessage:
-    """A validated create request, tokenized and ready to generate."""
-
-    request: EngineRequest
-    requested_model: str
-    input_tokens: int
-    stop_sequences: tuple[str, ...]
-    # True when the context window, not the caller's max_tokens, bounds generation.
-    bounded_by_context: bool
-    # The model may write tool calls: its text is parsed for them (tools/calls.py).
-    parse_calls: bool = False
-    # The generation starts with a reasoning phase (thinking/phases.py).
-    thinking: ThinkingPlan | None = None
-    # What context management edits did (context_management.py), reported in the response.
-    context_management: ContextManagementResponse | None = None
 
 
 class ContextWindowExceeded(InvalidRequestError):

@@ -10,6 +10,7 @@ from typing import Literal
 
 from reference_server.catalog import Alias
 from reference_server.engine.mlx import DEFAULT_MAX_BATCH, DEFAULT_MAX_PENDING
+from reference_server.engine.precision import PrecisionChoice
 from reference_server.engine.prefix_cache import DEFAULT_BUDGET_BYTES, DEFAULT_MIN_TOKENS
 
 API_KEY_ENV = "PLUMBLINE_API_KEY"
@@ -32,6 +33,8 @@ class Settings:
     aliases: tuple[Alias, ...] = field(default_factory=tuple)
     ping_interval: float = 5.0
     blas: BlasChoice = "auto"
+    # The weights served (engine/precision.py): auto is q4 on the CPU kernel when it builds.
+    precision: PrecisionChoice = "auto"
     seed: int = 0
     context_window: int | None = None  # tiny-random's window; a cap for other models
     max_body_bytes: int = MAX_BODY_BYTES

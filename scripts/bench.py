@@ -14,10 +14,12 @@ Figures (greedy, `--max-tokens` per stream; CPU contention distorts all of them:
   `cache_control` breakpoint, first (written) and again with another question (read);
 - server overhead: the same streamed request through HTTP + protocol + SSE on a real socket
   against the engine alone, alternating, medians.
-Comparators: our engine with the round-robin scheduler (one sequence per forward pass, the
-scheduler before continuous batching), bare mlx-lm (`generate_step`, `BatchGenerator`) on the
-very same loaded model, and llama.cpp on the same GGUF file (opt-in: `--with-llama-cpp` installs
-llama-cpp-python into `.cache/bench/` on first use, built with `-DGGML_NATIVE=OFF`, ~5 min).
+Comparators: our engine at float32 on OpenBLAS (`--precision f32`, the default before the
+quantized CPU kernels), our engine with the round-robin scheduler (one sequence per forward
+pass, the scheduler before continuous batching), bare mlx-lm (`generate_step`,
+`BatchGenerator`) on the very same loaded model, and llama.cpp on the same GGUF file (opt-in:
+`--with-llama-cpp` installs llama-cpp-python into `.cache/bench/` on first use, ~5 min per
+build): the AVX2 build of the earlier figures and an AVX-512 one (bench_llama_cpp.py says why).
 
 Output: a table on the terminal, `reports/bench/bench.json` and `reports/bench/bench.png`.
 """
@@ -30,7 +32,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -45,8 +46,6 @@ FILLER = (
     "turns a prompt into text: tokenization, embeddings, attention, the key-value cache, "
     "sampling, and why decoding one token at a time is slower than reading the prompt. "
 )
-LLAMA_CPP = "llama-cpp-python==0.3.16"
-LLAMA_VENV = ROOT / ".cache" / "bench" / "llama-cpp"
 
 
 # --- prompts -------------------------------------------------------------------------------
@@ -107,13 +106,16 @@ def _single(line: list[tuple[float, int]]) -> dict[str, float]:
     }
 
 
-async def bench_engine(args: argparse.Namespace, *, batching: bool) -> dict[str, Any]:
+async def bench_engine(
+    args: argparse.Namespace, *, batching: bool, precision: str = "auto", full: bool = True
+) -> dict[str, Any]:
+    """Our engine's figures; `full`: also the prefix-cache hit and the server overhead."""
     from reference_server.engine import load_engine
     from reference_server.engine.base import CacheMark, EngineRequest, Sampling, Turn
     from reference_server.engine.mlx import ServingLimits
 
     limits = ServingLimits(max_batch=max(args.streams), batching=batching, cache_min_tokens=1024)
-    engine = await asyncio.to_thread(load_engine, args.model, limits=limits)
+    engine = await asyncio.to_thread(load_engine, args.model, limits=limits, precision=precision)
     model_id = engine.models()[0].id
     greedy = Sampling(temperature=0)
 
@@ -121,7 +123,7 @@ async def bench_engine(args: argparse.Namespace, *, batching: bool) -> dict[str,
         turns = ((system,) if system else ()) + (Turn("user", text),)
         return EngineRequest(model_id, turns, max_tokens, greedy)
 
-    out: dict[str, Any] = {"batching": batching}
+    out: dict[str, Any] = {"batching": batching, "precision": engine.models()[0].precision}
     # Every prompt starts differently, so automatic prefix reuse never shortens a measured
     # prefill (the prefix-cache figure below measures reuse on purpose).
     prefill_texts = [
@@ -143,7 +145,7 @@ async def bench_engine(args: argparse.Namespace, *, batching: bool) -> dict[str,
         lines = await asyncio.gather(*(_timeline(engine, r) for r in requests))
         rate, tokens = window_rate(lines)
         out["aggregate"][str(streams)] = {"decode_tok_s": rate, "window_tokens": tokens}
-    if batching:
+    if full:
         system = padded_text(engine.tokenizer, args.cache_prompt_tokens, "System. ")
         marked = Turn("system", system, cache_marks=(CacheMark(len(system), "5m"),))
         first = await engine.start(ask("What is the first step?", 4, marked))
@@ -223,7 +225,7 @@ def bench_mlx_lm(args: argparse.Namespace) -> dict[str, Any]:
 
     from reference_server.engine.base import Turn
     from reference_server.engine.blas import enable_fast_blas
-    from reference_server.engine.mlx import _load
+    from reference_server.engine.loading import load_model as _load
     from reference_server.engine.sources import resolve_model
 
     loaded = _load(resolve_model(args.model), enable_fast_blas("auto"), 0, None)
@@ -277,245 +279,6 @@ def bench_mlx_lm(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-# --- llama.cpp -----------------------------------------------------------------------------
-
-
-def llama_python() -> Path:
-    """The venv with llama-cpp-python, built on first use (native CPU features off: the AMX path
-    of a native build crashed with an illegal instruction on the reference machine)."""
-    python = LLAMA_VENV / "bin" / "python"
-    if python.exists():
-        check = subprocess.run([python, "-c", "import llama_cpp"], capture_output=True, check=False)
-        if check.returncode == 0:
-            return python
-    subprocess.run([sys.executable, "-m", "venv", str(LLAMA_VENV)], check=True)
-    env = {
-        **os.environ,
-        "CMAKE_ARGS": "-DGGML_NATIVE=OFF",
-        "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2),
-    }
-    print(f"building {LLAMA_CPP} into {LLAMA_VENV} (about 5 minutes)...", flush=True)
-    subprocess.run([python, "-m", "pip", "install", "-q", LLAMA_CPP], check=True, env=env)
-    return python
-
-
-LLAMA_CHILD = r"""
-import json, sys, time
-from llama_cpp import Llama
-spec = json.loads(sys.argv[1])
-llm = Llama(model_path=spec["gguf"], n_ctx=4096, n_threads=spec["threads"], n_batch=512, verbose=False)
-def run(text, max_tokens):
-    tokens = llm.tokenize(text.encode(), add_bos=False, special=True)
-    llm.reset()
-    began = time.perf_counter(); first = last = None; n = 0
-    for n, token in enumerate(llm.generate(tokens, temp=0.0, top_k=1, reset=True), start=1):
-        now = time.perf_counter()
-        first = first or now
-        last = now
-        if token == llm.token_eos() or n >= max_tokens:
-            break
-    return {"prompt_tokens": len(tokens), "ttft_s": first - began,
-            "decode_tok_s": (n - 1) / (last - first) if n > 1 else 0.0}
-out = {}
-for _ in range(2):
-    run(spec["prompt"], 2)  # warm-up
-prefill = [run(spec["prefill"], 1) for _ in range(spec["runs"])]
-singles = [run(spec["prompt"], spec["max_tokens"]) for _ in range(spec["runs"])]
-med = lambda xs: sorted(xs)[len(xs) // 2]
-out["prefill_tokens"] = prefill[0]["prompt_tokens"]
-out["prefill_tok_s"] = prefill[0]["prompt_tokens"] / med([r["ttft_s"] for r in prefill])
-out["ttft_s"] = med([r["ttft_s"] for r in singles])
-out["decode_tok_s"] = med([r["decode_tok_s"] for r in singles])
-print(json.dumps(out))
-"""
-
-
-def bench_llama_cpp(args: argparse.Namespace) -> dict[str, Any]:
-    from reference_server.engine.base import Turn
-    from reference_server.engine.gguf import read_gguf
-    from reference_server.engine.sources import find_smollm2_gguf
-    from reference_server.engine.tokenizer import ChatTokenizer
-
-    gguf = find_smollm2_gguf(fetch=False)
-    _, meta = read_gguf(gguf)
-    tokenizer = ChatTokenizer.from_gguf(meta)
-    spec = {
-        "gguf": str(gguf),
-        "threads": len(os.sched_getaffinity(0)),
-        "runs": args.runs,
-        "max_tokens": args.max_tokens,
-        # The exact prompt texts our engine reads, chat template included.
-        "prompt": tokenizer.render((Turn("user", padded_text(tokenizer, args.prompt_tokens)),)),
-        "prefill": tokenizer.render(
-            (Turn("user", padded_text(tokenizer, args.prefill_tokens, "Prefill. ")),)
-        ),
-    }
-    done = subprocess.run(
-        [llama_python(), "-c", LLAMA_CHILD, json.dumps(spec)], capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        return {"error": done.stderr.strip().splitlines()[-3:]}
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    result["gguf"] = gguf.name
-    return result
-
-
-# --- report --------------------------------------------------------------------------------
-
-
-def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
-    ours, before = results["ours"], results["round_robin"]
-    llama = results.get("llama_cpp") or {}
-    agg8 = ours["aggregate"].get("8", {}).get("decode_tok_s")
-    rows: list[dict[str, Any]] = []
-
-    def row(name: str, value: float | None, goal: float, comparator: str) -> None:
-        rows.append(
-            {
-                "target": name,
-                "ratio": None if value is None else round(value, 3),
-                "goal": goal,
-                "met": None if value is None else value >= goal,
-                "comparator": comparator,
-            }
-        )
-
-    row(
-        "aggregate decode at 8 streams / our single stream",
-        agg8 and agg8 / ours["decode_tok_s"],
-        4.0,
-        "ours, 1 stream",
-    )
-    llama_decode = llama.get("decode_tok_s")
-    row(
-        "aggregate decode at 8 streams / llama.cpp single stream",
-        agg8 and llama_decode and agg8 / llama_decode,
-        0.75,
-        "llama.cpp",
-    )
-    row(
-        "single-stream decode / round-robin scheduler's",
-        ours["decode_tok_s"] / before["decode_tok_s"],
-        1.3,
-        "round robin (before batching)",
-    )
-    llama_prefill = llama.get("prefill_tok_s")
-    row(
-        "prefill / llama.cpp prefill",
-        llama_prefill and ours["prefill_tok_s"] / llama_prefill,
-        1.0,
-        "llama.cpp",
-    )
-    row("prefix-cache hit: cold TTFT / hit TTFT", ours["prefix_cache"]["speedup"], 5.0, "same prefix, cold")
-    rows.append(
-        {
-            "target": "server overhead (HTTP + protocol + SSE) vs engine alone",
-            "ratio": round(ours["overhead"]["overhead"], 4),
-            "goal": "<= 0.02",
-            "met": ours["overhead"]["overhead"] <= 0.02,
-            "comparator": "engine alone, same request",
-        }
-    )
-    return rows
-
-
-def print_table(results: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
-    table = Table(title=f"Serving benchmark: {results['model']} ({results['machine']})")
-    columns = ["prefill tok/s", "TTFT s", "decode tok/s", *(f"agg@{s}" for s in results["streams"])]
-    table.add_column("engine")
-    for column in columns:
-        table.add_column(column, justify="right")
-    for key, label in (
-        ("ours", "ours (batching)"),
-        ("round_robin", "ours, round robin"),
-        ("mlx_lm", "bare mlx-lm"),
-        ("llama_cpp", "llama.cpp"),
-    ):
-        figures = results.get(key)
-        if not figures or "error" in figures:
-            continue
-
-        def cell(value: float | None, digits: int = 1) -> str:
-            return "-" if value is None else f"{value:.{digits}f}"
-
-        aggregate = figures.get("aggregate", {})
-        table.add_row(
-            label,
-            cell(figures.get("prefill_tok_s")),
-            cell(figures.get("ttft_s"), 3),
-            cell(figures.get("decode_tok_s")),
-            *(cell(aggregate.get(str(s), {}).get("decode_tok_s")) for s in results["streams"]),
-        )
-    console.print(table)
-    goals = Table(title="Targets (ratios measured in this run)")
-    for column in ("target", "ratio", "goal", "met", "comparator"):
-        goals.add_column(column)
-    for target in results["targets"]:
-        goals.add_row(*(str(target[c]) for c in ("target", "ratio", "goal", "met", "comparator")))
-    console.print(goals)
-    cache = results["ours"]["prefix_cache"]
-    console.print(
-        f"prefix cache: {cache['prompt_tokens']} tokens, cold TTFT {cache['cold_ttft_s']:.2f} s, "
-        f"hit {cache['hit_ttft_s']:.2f} s ({cache['speedup']:.1f}x); usage {cache['hit_usage']}"
-    )
-    overhead = results["ours"]["overhead"]
-    console.print(
-        f"server overhead: {overhead['server_s']:.3f} s through HTTP vs {overhead['engine_s']:.3f} s engine "
-        f"alone ({overhead['overhead'] * 100:+.1f} %, max_tokens {overhead['max_tokens']})"
-    )
-
-
-def chart(results: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    streams = results["streams"]
-    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for key, label in (
-        ("ours", "ours (batching)"),
-        ("round_robin", "ours, round robin"),
-        ("mlx_lm", "mlx-lm BatchGenerator"),
-    ):
-        aggregate = results.get(key, {}).get("aggregate", {})
-        if aggregate:
-            left.plot(streams, [aggregate[str(s)]["decode_tok_s"] for s in streams], marker="o", label=label)
-    llama = results.get("llama_cpp") or {}
-    if "decode_tok_s" in llama:
-        left.axhline(llama["decode_tok_s"], color="grey", linestyle="--", label="llama.cpp, 1 stream")
-    left.set_xlabel("concurrent streams")
-    left.set_ylabel("aggregate decode tok/s")
-    left.set_xticks(streams)
-    left.legend()
-    left.set_title("Aggregate decode")
-    names, prefill, decode = [], [], []
-    for key, label in (
-        ("ours", "ours"),
-        ("round_robin", "round robin"),
-        ("mlx_lm", "mlx-lm"),
-        ("llama_cpp", "llama.cpp"),
-    ):
-        figures = results.get(key) or {}
-        if "decode_tok_s" in figures:
-            names.append(label)
-            prefill.append(figures.get("prefill_tok_s") or 0)
-            decode.append(figures["decode_tok_s"])
-    positions = range(len(names))
-    right.bar([p - 0.2 for p in positions], prefill, width=0.4, label="prefill tok/s")
-    right.bar([p + 0.2 for p in positions], decode, width=0.4, label="decode tok/s (1 stream)")
-    right.set_xticks(list(positions), names)
-    right.legend()
-    right.set_title("Single stream")
-    figure.suptitle(f"{results['model']} on {results['machine']}")
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--model", default="smollm2-135m-instruct")
@@ -526,6 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--streams", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4, 8, 16])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--with-llama-cpp", action="store_true", help="also measure llama.cpp (opt-in)")
+    parser.add_argument("--skip", default="", help="comma-separated comparators not to measure (e.g. mlx_lm)")
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "bench")
     args = parser.parse_args(argv)
@@ -545,16 +309,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     steps: list[tuple[str, Callable[[], Any]]] = [
         ("ours", lambda: asyncio.run(bench_engine(args, batching=True))),
-        ("round_robin", lambda: asyncio.run(bench_engine(args, batching=False))),
+        ("ours_f32", lambda: asyncio.run(bench_engine(args, batching=True, precision="f32", full=False))),
+        ("round_robin", lambda: asyncio.run(bench_engine(args, batching=False, full=False))),
         ("mlx_lm", lambda: bench_mlx_lm(args)),
     ]
     if args.with_llama_cpp:
-        steps.append(("llama_cpp", lambda: bench_llama_cpp(args)))
+        from bench_llama_cpp import bench_llama_cpp
+
+        for key, build in (("llama_cpp_avx512", "avx512"), ("llama_cpp", "avx2")):
+            steps.append((key, lambda build=build: bench_llama_cpp(args, build, padded_text)))
+    skipped = set(filter(None, args.skip.split(",")))
     for key, step in steps:
+        if key in skipped:
+            continue
         began = time.perf_counter()
         print(f"measuring {key}...", flush=True)
         results[key] = step()
         results[key]["measured_in_s"] = round(time.perf_counter() - began, 1)
+    from bench_report import chart, print_table, targets
+
     results["targets"] = targets(results)
     (args.out / "bench.json").write_text(json.dumps(results, indent=2, default=float) + "\n")
     chart(results, args.out / "bench.png")

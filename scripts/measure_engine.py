@@ -3,6 +3,7 @@ cost of a grammar constraint.
 
     python scripts/measure_engine.py                      # SmolLM2, openblas then bundled
     python scripts/measure_engine.py --blas openblas --runs 5 --prompt-tokens 1000
+    python scripts/measure_engine.py --precision f32          # the weights served (default auto)
 
 Each BLAS runs in a fresh subprocess, since MLX binds its BLAS when it is first loaded. The
 prompt is a user turn padded to exactly `--prompt-tokens` tokens as the engine renders it
@@ -88,7 +89,7 @@ async def _measure(args: argparse.Namespace) -> dict[str, Any]:
     from reference_server.engine import EngineRequest, Grammar, Sampling, Turn, load_engine
 
     started = time.perf_counter()
-    engine = await asyncio.to_thread(load_engine, args.model, blas=args.blas)
+    engine = await asyncio.to_thread(load_engine, args.model, blas=args.blas, precision=args.precision)
     load_s = time.perf_counter() - started
     model_id = engine.models()[0].id
     filler = FILLER * 100
@@ -146,6 +147,7 @@ async def _measure(args: argparse.Namespace) -> dict[str, Any]:
         }
     return {
         "blas": enable_fast_blas(args.blas),
+        "precision": engine.models()[0].precision,
         "blas_threads": os.environ.get("PLUMBLINE_BLAS_THREADS", "default"),
         "load_s": round(load_s, 2),
         "prompt_tokens": prompt_tokens,
@@ -161,6 +163,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument("--blas", nargs="+", default=["openblas", "bundled"])
+    parser.add_argument("--precision", default="auto", choices=["auto", "f32", "q8", "q4"])
     parser.add_argument("--prompt-tokens", type=int, default=195)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--runs", type=int, default=3)
@@ -174,6 +177,7 @@ def main() -> None:
     results: dict[str, dict[str, Any]] = {}
     for index, blas in enumerate(args.blas):
         child = [sys.executable, __file__, "--child", "--blas", blas, "--model", args.model]
+        child += ["--precision", args.precision]
         child += ["--prompt-tokens", str(args.prompt_tokens), "--max-tokens", str(args.max_tokens)]
         child += ["--runs", str(args.runs)]
         if index == 0:  # the constraint's cost, on the default configuration only
@@ -207,7 +211,7 @@ def _print_ratios(results: dict[str, dict[str, Any]]) -> None:
     if not ours or not comparator:
         return
     ratios = {
-        "comparator": "mlx-cpu bundled reference BLAS, quantized weights (same run)",
+        "comparator": "mlx-cpu bundled reference BLAS, same precision (same run)",
         "time_to_first_token_speedup": round(comparator["median_ttft_s"] / ours["median_ttft_s"], 2),
         "decode_speedup": round(ours["median_decode_tok_s"] / comparator["median_decode_tok_s"], 2),
     }

@@ -227,6 +227,8 @@ class ModelCard:
     max_output_tokens: int
     # The model reads images (`Turn.images`); a text-only model's engine refuses them.
     vision: bool = False
+    # What the served weights are (`q4`, `q8`, `f32`, ...); None when the engine does not say.
+    precision: str | None = None
 
 
 @runtime_checkable

@@ -31,7 +31,8 @@ import mlx.core as mx
 from mlx_lm.models.cache import BatchKVCache, KVCache, make_prompt_cache
 
 from .base import BACKGROUND_PRIORITY_MAX, EngineDelta
-from .worker import PREFILL_CHUNK, Job, TokenOutput, make_job_sampler
+from .jobs import PREFILL_CHUNK, Job, Scheduler, TokenOutput
+from .worker import RoundRobinScheduler, make_job_sampler
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from .prefix_cache import PrefixCache
     from .tokenizer import ChatTokenizer
 
-__all__ = ["BACKGROUND_RESERVED_ROWS", "BatchScheduler", "batchable"]
+__all__ = ["BACKGROUND_RESERVED_ROWS", "BatchScheduler", "batchable", "make_scheduler"]
 
 # Decode rows that background jobs never take, so foreground requests always find one.
 BACKGROUND_RESERVED_ROWS = 1
@@ -265,3 +266,19 @@ class BatchScheduler:
         if self._prefix is not None and plan is not None and plan.reuse is not None:
             self._prefix.release(plan.reuse)
             plan.reuse = None
+
+
+def make_scheduler(
+    model: Any,
+    tokenizer: ChatTokenizer,
+    *,
+    max_batch: int,
+    prefix_cache: PrefixCache | None = None,
+    batching: bool = True,
+) -> Scheduler:
+    """The worker's scheduler: continuous batching for models whose layers all use a plain KV
+    cache, else (or when `batching` is off) round robin (worker.py): one sequence per step, no
+    prefix reuse."""
+    if batching and batchable(model):
+        return BatchScheduler(model, tokenizer, max_batch=max_batch, prefix_cache=prefix_cache)
+    return RoundRobinScheduler(model, tokenizer)

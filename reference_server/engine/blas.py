@@ -32,6 +32,7 @@ __all__ = [
     "BlasUnavailableError",
     "cache_dir",
     "enable_fast_blas",
+    "matmul_threads",
 ]
 
 BlasMode = Literal["auto", "openblas", "bundled"]
@@ -142,20 +143,26 @@ def _load_openblas() -> None:
     _log.info("MLX will use OpenBLAS %s from %s", version, lib)
 
 
-def _set_threads(openblas: ctypes.CDLL) -> None:
-    # OpenBLAS threads spin while they wait for each other. On a 2-core machine two threads
-    # decode SmolLM2 ~55% faster than one (15.1 vs 9.6 tok/s, first token 0.56 vs 0.72 s) and the
-    # default conformance run takes 80 s instead of 113 s: the harness beside the server mostly
-    # waits. But when other processes keep the cores busy, spinning threads collapse (5.9 tok/s
-    # with one busy neighbour). So: every core (up to 8) by default, and PLUMBLINE_BLAS_THREADS=1
-    # on a shared machine; OPENBLAS_NUM_THREADS is honoured by OpenBLAS itself.
-    wanted = os.environ.get("PLUMBLINE_BLAS_THREADS")
+def matmul_threads() -> int:
+    """Threads for CPU matmuls (OpenBLAS's, and the quantized kernel's in kernels.py).
+
+    Threads that wait for each other spin. On a 2-core machine two threads decode SmolLM2 ~55%
+    faster than one (15.1 vs 9.6 tok/s, first token 0.56 vs 0.72 s) and the default conformance
+    run takes 80 s instead of 113 s: the harness beside the server mostly waits. But when other
+    processes keep the cores busy, spinning threads collapse (5.9 tok/s with one busy
+    neighbour). So: every core (up to 8) by default, PLUMBLINE_BLAS_THREADS=1 on a shared
+    machine; OPENBLAS_NUM_THREADS, which OpenBLAS honours itself, is the fallback setting.
+    """
+    wanted = os.environ.get("PLUMBLINE_BLAS_THREADS") or os.environ.get("OPENBLAS_NUM_THREADS")
     if wanted:
-        threads = int(wanted)
-    elif os.environ.get("OPENBLAS_NUM_THREADS"):
-        return
-    else:
-        threads = max(1, min(8, len(os.sched_getaffinity(0))))
+        return max(1, int(wanted))
+    return max(1, min(8, len(os.sched_getaffinity(0))))
+
+
+def _set_threads(openblas: ctypes.CDLL) -> None:
+    if os.environ.get("OPENBLAS_NUM_THREADS") and not os.environ.get("PLUMBLINE_BLAS_THREADS"):
+        return  # OpenBLAS read it itself
+    threads = matmul_threads()
     openblas.scipy_openblas_set_num_threads(threads)
     _log.info("OpenBLAS threads: %d", threads)
 

@@ -6,8 +6,8 @@ them to `mlx_lm.models.llama` names, build `ModelArgs` from the `llama.*` metada
 `rope_traditional=True` because llama.cpp's converter permutes Q/K rows to the interleaved
 rotary layout.
 
-On the CPU the weights are dequantized to float32 at load: MLX's CPU quantized matmul is far
-slower than an optimized SGEMM (see blas.py). Metal/CUDA keep the quantized weights.
+The model keeps the file's quantization (bits and group size read off the shapes); the engine
+then converts it to the precision it serves (precision.py, quantized.py).
 
 MLX is imported inside the functions so that importing this module stays cheap and never
 loads `libmlx.so` before `blas.enable_fast_blas` has run.
@@ -131,11 +131,11 @@ def llama_args_from_metadata(meta: dict[str, Any], *, tied: bool) -> dict[str, A
     return args
 
 
-def load_gguf_model(path: Path, *, dequantize: bool) -> tuple[Any, dict[str, Any]]:
+def load_gguf_model(path: Path) -> tuple[Any, dict[str, Any]]:
     """Build an `mlx_lm` llama `Model` from a GGUF file; return it and the metadata.
 
-    `dequantize=True` expands quantized tensors to float32 (the CPU fast path); otherwise the
-    model is quantized per layer to match the file (bits and group size read off the shapes).
+    Quantized tensors become `QuantizedLinear` / `QuantizedEmbedding` layers of the file's bits and
+    group size (read off the shapes); float tensors stay as the file has them.
     """
     import mlx.core as mx
     from mlx.nn.layers.quantized import quantize
@@ -159,25 +159,11 @@ def load_gguf_model(path: Path, *, dequantize: bool) -> tuple[Any, dict[str, Any
         path_ = name.removesuffix(".scales")
         in_features = int(modules[path_].weight.shape[-1])
         packed = weights[f"{path_}.weight"]
-        params = {
+        quantized[path_] = {
             "group_size": in_features // int(weights[name].shape[-1]),
             "bits": int(packed.shape[-1]) * 32 // in_features,
         }
-        if dequantize:
-            weights[f"{path_}.weight"] = mx.dequantize(
-                packed,
-                weights.pop(name),
-                weights.pop(f"{path_}.biases"),
-                group_size=params["group_size"],
-                bits=params["bits"],
-                dtype=mx.float32,
-            )
-        else:
-            quantized[path_] = params
-    if dequantize:
-        weights = {k: v.astype(mx.float32) for k, v in weights.items()}
-    else:
-        quantize(model, class_predicate=lambda p, _m: quantized.get(p, False))
+    quantize(model, class_predicate=lambda p, _m: quantized.get(p, False))
     model.load_weights(list(weights.items()), strict=True)
     mx.eval(model.parameters())
     model.eval()

@@ -32,7 +32,7 @@ from .base import (
     PromptUsage,
     StartedGeneration,
 )
-from .blas import BlasInUse, BlasMode, enable_fast_blas
+from .blas import BlasMode, enable_fast_blas
 from .errors import (
     EngineClosedError,
     EngineOverloadedError,
@@ -41,8 +41,11 @@ from .errors import (
     TokenizerError,
     UnknownModelError,
 )
+from .jobs import Job, Scheduler
+from .loading import LoadedModel, load_model
+from .precision import PrecisionChoice
 from .prefix_cache import DEFAULT_BUDGET_BYTES, DEFAULT_MIN_TOKENS, CachePoint, PrefixCache
-from .sources import TINY_RANDOM_CONTEXT, ModelSource, resolve_model
+from .sources import ModelSource, resolve_model
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
@@ -50,8 +53,7 @@ if TYPE_CHECKING:
     from .base import CacheTTL
     from .constraint import Constraint, GrammarCompiler
     from .tokenizer import ChatTokenizer
-    from .vision import ImagePreparer, VisionPrompt
-    from .worker import Job, Scheduler
+    from .vision import VisionPrompt
 
 __all__ = [
     "EngineClosedError",
@@ -63,8 +65,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
-# Context window for mlx-lm directories whose config does not state one.
-_DEFAULT_CONTEXT = 2048
 # Rows decoded together. Aggregate decode on two cores grows up to about 16 rows for SmolLM2
 # (the weights are read once per step for every row); beyond, each row's attention dominates.
 DEFAULT_MAX_BATCH = 16
@@ -86,19 +86,6 @@ class ServingLimits:
     batching: bool = True
 
 
-@dataclass(frozen=True, slots=True)
-class _Loaded:
-    model: Any
-    tokenizer: ChatTokenizer
-    context_window: int
-    display_name: str
-    # None when llguidance cannot handle this tokenizer; `grammar_problem` says why.
-    grammars: GrammarCompiler | None
-    grammar_problem: str
-    # Vision models only: prepares prompts with images (vision.py).
-    images: ImagePreparer | None = None
-
-
 def load_engine(
     model: str = "smollm2-135m-instruct",
     *,
@@ -106,6 +93,7 @@ def load_engine(
     seed: int = 0,
     context_window: int | None = None,
     limits: ServingLimits | None = None,
+    precision: PrecisionChoice = "auto",
 ) -> MLXEngine:
     """Load `model` and return a running engine (synchronous and slow: call it in a thread).
 
@@ -116,13 +104,16 @@ def load_engine(
     `context_window`: tiny-random's window (default `TINY_RANDOM_CONTEXT`); for other models a
     cap on their own (a larger value is ignored, with a warning).
     `limits`: batching, admission and prompt-cache settings (`ServingLimits()` by default).
+    `precision`: the weights served, `auto`, `f32`, `q8` or `q4` (see precision.py).
     """
     if context_window is not None and context_window < 1:
         raise ValueError("context_window must be >= 1")
     started = time.perf_counter()
     in_use = enable_fast_blas(blas)
     source = resolve_model(model)
-    engine = MLXEngine(source, lambda: _load(source, in_use, seed, context_window), limits or ServingLimits())
+    engine = MLXEngine(
+        source, lambda: load_model(source, in_use, seed, context_window, precision), limits or ServingLimits()
+    )
     _log.info(
         "Loaded %s (%s) in %.1f s with BLAS %s",
         source.id,
@@ -133,92 +124,11 @@ def load_engine(
     return engine
 
 
-def _load(source: ModelSource, blas: BlasInUse, seed: int, context_window: int | None) -> _Loaded:
-    # Runs on the worker thread.
-    import mlx.core as mx
-
-    from .gguf import load_gguf_model, random_llama, read_gguf
-    from .tokenizer import ChatTokenizer
-
-    mx.random.seed(seed)
-    # On the CPU, float32 weights + OpenBLAS prefill ~16x faster than MLX's quantized kernels
-    # (and decode as fast); with the reference BLAS, or on Metal/CUDA, quantized weights win.
-    fast_cpu = blas == "openblas" and mx.default_device() == mx.cpu
-    if source.kind == "gguf":
-        model, meta = load_gguf_model(source.path, dequantize=fast_cpu)
-        context = int(meta["llama.context_length"])
-        tokenizer = ChatTokenizer.from_gguf(meta)
-    elif source.kind == "tiny-random":
-        _, meta = read_gguf(source.path)
-        tokenizer = ChatTokenizer.from_gguf(meta)
-        context = context_window or TINY_RANDOM_CONTEXT
-        model = random_llama(seed=seed, vocab_size=tokenizer.vocab_size, context_window=context)
-    elif source.kind in ("vlm-dir", "tiny-random-vlm"):
-        return _load_vision(source, fast_cpu, context_window, seed)
-    else:
-        from mlx_lm.utils import dequantize_model, load_model
-
-        model, config = load_model(source.path)
-        if fast_cpu:
-            model = dequantize_model(model)
-            model.set_dtype(mx.float32)
-        tokenizer = ChatTokenizer.from_directory(source.path)
-        context = int(
-            config.get("max_position_embeddings") or config.get("max_sequence_length") or _DEFAULT_CONTEXT
-        )
-    if context_window is not None and source.kind != "tiny-random":
-        if context_window > context:
-            _log.warning("context window %d exceeds the model's own %d; keeping it", context_window, context)
-        context = min(context, context_window)
-    if fast_cpu:
-        from .attention import install_numpy_softmax
-
-        install_numpy_softmax(model)
-    _warm_up(model)
-    grammars, problem = _grammar_compiler(tokenizer)
-    return _Loaded(model, tokenizer, context, source.display_name, grammars, problem)
-
-
-def _load_vision(source: ModelSource, fast_cpu: bool, context_window: int | None, seed: int) -> _Loaded:
-    # Runs on the worker thread, after blas.py (mlx-vlm imports mlx.core).
-    from .vision_worker import load_vision
-
-    model, tokenizer, context, images = load_vision(
-        source, float32=fast_cpu, context_window=context_window, seed=seed, default_context=_DEFAULT_CONTEXT
-    )
-    _warm_up(model)
-    grammars, problem = _grammar_compiler(tokenizer)
-    return _Loaded(model, tokenizer, context, source.display_name, grammars, problem, images)
-
-
-def _grammar_compiler(tokenizer: ChatTokenizer) -> tuple[GrammarCompiler | None, str]:
-    # Built once per model: llguidance preprocesses the whole vocabulary. A tokenizer it
-    # cannot read leaves the model usable, only without constrained decoding.
-    from .constraint import GrammarCompiler
-
-    try:
-        return GrammarCompiler(tokenizer), ""
-    except Exception as exc:
-        _log.warning("Constrained decoding is unavailable for this model: %s", exc)
-        return None, f"constrained decoding is unavailable for this model ({exc})"
-
-
-def _warm_up(model: Any) -> None:
-    # The first forward passes pay one-off setup; pay it at load, not on a client's request.
-    import mlx.core as mx
-    from mlx_lm.models.cache import make_prompt_cache
-
-    cache = make_prompt_cache(model)
-    mx.eval(model(mx.array([[1, 2, 3, 4, 5, 6, 7, 8]]), cache=cache))
-    mx.eval(model(mx.array([[9]]), cache=cache))
-    mx.clear_cache()
-
-
 class MLXEngine:
     """An `Engine` serving one MLX model. Create it with `load_engine`; close with `aclose`."""
 
     def __init__(
-        self, source: ModelSource, loader: Callable[[], _Loaded], limits: ServingLimits | None = None
+        self, source: ModelSource, loader: Callable[[], LoadedModel], limits: ServingLimits | None = None
     ) -> None:
         """Start the worker thread, run `loader` on it and wait until the model is ready."""
         self.limits = limits or ServingLimits()
@@ -234,7 +144,7 @@ class MLXEngine:
         # Guards `_closed` together with queueing, so no job lands behind the stop marker.
         self._lock = threading.Lock()
         self._closed = False
-        ready: queue.SimpleQueue[_Loaded | BaseException] = queue.SimpleQueue()
+        ready: queue.SimpleQueue[LoadedModel | BaseException] = queue.SimpleQueue()
         self._thread = threading.Thread(
             target=self._run, args=(loader, ready), name=f"mlx-engine-{source.id}", daemon=True
         )
@@ -255,6 +165,7 @@ class MLXEngine:
             context_window=loaded.context_window,
             max_output_tokens=loaded.context_window,
             vision=loaded.images is not None,
+            precision=loaded.precision or None,
         )
 
     @property
@@ -304,8 +215,6 @@ class MLXEngine:
         Raises `GrammarError` for an invalid grammar and `EngineOverloadedError` when
         `limits.max_pending` generations are already admitted, both before any work is queued.
         """
-        from .worker import Job
-
         if request.max_tokens < 0:
             raise ValueError("max_tokens must be >= 0")
         prompt, marks, vision = await self._prompt(request)
@@ -409,10 +318,10 @@ class MLXEngine:
             raise GrammarError(self._grammar_problem)
         return self._grammars
 
-    def _run(self, loader: Callable[[], _Loaded], ready: queue.SimpleQueue[Any]) -> None:
+    def _run(self, loader: Callable[[], LoadedModel], ready: queue.SimpleQueue[Any]) -> None:
         try:
             loaded = loader()
-            from .worker import make_scheduler
+            from .batching import make_scheduler
 
             scheduler = make_scheduler(
                 loaded.model,

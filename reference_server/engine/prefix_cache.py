@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from .base import CacheTTL, PromptUsage
 
 if TYPE_CHECKING:
-    from .worker import Job
+    from .jobs import Job
 
 __all__ = [
     "DEFAULT_BUDGET_BYTES",

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import mlx.core as mx
 
-from .worker import PREFILL_CHUNK, Job, Scheduler, _Sequence
+from .jobs import PREFILL_CHUNK, Job, Scheduler
+from .worker import _Sequence
 
 if TYPE_CHECKING:
     from .sources import ModelSource

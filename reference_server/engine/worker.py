@@ -1,13 +1,12 @@
 """Worker side of `MLXEngine`: everything here runs on the engine's single worker thread.
 
-Importing this module imports `mlx.core`, so only `mlx.py` imports it, inside the worker
-thread, after `blas.enable_fast_blas` has run.
+Importing this module imports `mlx.core`, so it is imported only inside the worker thread,
+after `blas.enable_fast_blas` has run.
 
-Schedulers sit behind `make_scheduler` (calls `add`, `step`, `fail_all`, `__len__`): the
-default is continuous batching (`batching.BatchScheduler`); `RoundRobinScheduler` advances each
-active generation by one unit of work in turn (a prefill chunk or one decoded token), each with
-its own KV cache, for models whose caches cannot be batched. Token accounting, end-of-turn
-handling and detokenisation live in `TokenOutput`, shared by both.
+`RoundRobinScheduler` advances each active generation by one unit of work in turn (a prefill
+chunk or one decoded token), each with its own KV cache, for models whose caches cannot be
+batched; `batching.make_scheduler` picks it or continuous batching. Token accounting,
+end-of-turn handling and detokenisation live in `jobs.TokenOutput`, shared by both.
 
 A job may carry a grammar `Constraint` (compiled before the job is queued). Its state is the
 job's own: each decode step masks that job's logits with `apply_constraint`, samples, and
@@ -16,125 +15,22 @@ advances the constraint with the sampled token; a batching scheduler does the sa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import mlx.core as mx
 from mlx_lm.models.cache import make_prompt_cache
 from mlx_lm.sample_utils import make_sampler
 
-from .base import EngineDelta, Sampling
+from .jobs import PREFILL_CHUNK, Job, TokenOutput
 
 if TYPE_CHECKING:
-    import asyncio
     from collections.abc import Callable
 
+    from .base import Sampling
     from .constraint import Constraint
-    from .prefix_cache import CachePlan, PrefixCache
     from .tokenizer import ChatTokenizer
 
-__all__ = [
-    "Job",
-    "RoundRobinScheduler",
-    "Scheduler",
-    "TokenOutput",
-    "apply_constraint",
-    "make_scheduler",
-]
-
-# Prompt tokens fed per step: long prompts are prefilled in chunks so that other generations
-# keep streaming and a cancelled request stops within about a second, at little cost to
-# prefill speed (BLAS is already efficient at 256 rows).
-PREFILL_CHUNK = 256
-
-
-@dataclass(eq=False, slots=True)
-class Job:
-    """One generation request as the worker sees it, and the way back to its consumer."""
-
-    prompt: list[int]
-    max_tokens: int  # > 0, already capped to what the context window allows
-    sampling: Sampling
-    loop: asyncio.AbstractEventLoop
-    queue: asyncio.Queue[EngineDelta | BaseException]
-    # What the generated text must match; this job's own matcher state.
-    constraint: Constraint | None = None
-    # Set from the event loop when the consumer goes away; the worker checks it every step.
-    cancelled: bool = False
-    # What the prompt cache lends this job and what it is to write (prefix_cache.py).
-    cache_plan: CachePlan | None = None
-    # `EngineRequest.priority`: the batching scheduler serves higher ones first.
-    priority: int = 0
-    # A prompt with images: the vision processor's pixel arrays (vision_worker.py); None else.
-    vision: dict[str, Any] | None = None
-
-    def cancel(self) -> None:
-        """Called from the event loop: the worker drops this job before its next step."""
-        self.cancelled = True
-
-    def emit(self, item: EngineDelta | BaseException) -> None:
-        """Hand a delta or an error to the consumer's event loop (thread-safe)."""
-        try:
-            self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
-        except RuntimeError:  # the loop is closed: nobody is listening any more
-            self.cancelled = True
-
-
-class TokenOutput:
-    """Turns one job's sampled tokens into deltas.
-
-    Counts every generated token (an end-of-turn token included), ends with "stop" on an
-    end-of-turn token (its text not emitted) or when the job's grammar is complete, or
-    "length" at `max_tokens`, and emits only whole characters.
-    """
-
-    def __init__(self, job: Job, tokenizer: ChatTokenizer) -> None:
-        """Start the output of `job`."""
-        self._job = job
-        self.eos_token_ids = tokenizer.eos_token_ids
-        self._decoder = tokenizer.stream_decoder()
-        self.count = 0
-
-    def feed(self, token: int, *, complete: bool = False) -> bool:
-        """Account for one sampled token; return True when the generation is finished.
-
-        `complete`: the grammar allows nothing more after `token`, so this is the last token
-        (a "stop" even at `max_tokens`: the text is whole).
-        """
-        self.count += 1
-        if token in self.eos_token_ids:
-            self._job.emit(EngineDelta(self._decoder.flush(), self.count, "stop"))
-            return True
-        text = self._decoder.push(token)
-        if complete:
-            self._job.emit(EngineDelta(text + self._decoder.flush(), self.count, "stop"))
-            return True
-        if self.count >= self._job.max_tokens:
-            self._job.emit(EngineDelta(text + self._decoder.flush(), self.count, "length"))
-            return True
-        if text:
-            self._job.emit(EngineDelta(text, self.count))
-        return False
-
-
-class Scheduler(Protocol):
-    """How the worker loop drives generation; see the module docstring."""
-
-    def add(self, job: Job) -> None:
-        """Start generating for `job`."""
-        ...
-
-    def step(self) -> None:
-        """Do one unit of work for every active job; drop finished and cancelled ones."""
-        ...
-
-    def fail_all(self, error: BaseException) -> None:
-        """End every active job with `error` (engine shutdown)."""
-        ...
-
-    def __len__(self) -> int:
-        """Number of active jobs."""
-        ...
+__all__ = ["RoundRobinScheduler", "apply_constraint", "make_job_sampler"]
 
 
 def make_job_sampler(sampling: Sampling, vocab_size: int) -> Callable[[Any], Any]:
@@ -245,21 +141,3 @@ class RoundRobinScheduler:
     def __len__(self) -> int:
         """Number of active jobs."""
         return len(self._active)
-
-
-def make_scheduler(
-    model: Any,
-    tokenizer: ChatTokenizer,
-    *,
-    max_batch: int,
-    prefix_cache: PrefixCache | None = None,
-    batching: bool = True,
-) -> Scheduler:
-    """The worker's scheduler: continuous batching (batching.py) for models whose layers all use
-    a plain KV cache, else (or when `batching` is off) round robin: one sequence per step, no
-    prefix reuse."""
-    from .batching import BatchScheduler, batchable
-
-    if batching and batchable(model):
-        return BatchScheduler(model, tokenizer, max_batch=max_batch, prefix_cache=prefix_cache)
-    return RoundRobinScheduler(model, tokenizer)

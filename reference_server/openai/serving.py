@@ -14,8 +14,9 @@ from typing import Any
 from reference_server.assembly import Outcome
 from reference_server.engine.base import EngineRequest, Generation, Grammar, ModelCard, Sampling
 from reference_server.errors import NotFoundError
+from reference_server.prepared import PreparedMessage
 from reference_server.protocol import StopReason
-from reference_server.serving import ContextWindowExceeded, MessagesService, PreparedMessage
+from reference_server.serving import ContextWindowExceeded, MessagesService
 from reference_server.tools.calls import ArgsPiece, CallStart
 from reference_server.tools.definitions import ToolDefinition, ToolPolicy
 from reference_server.tools.enforceable import grammar_fault

@@ -52,7 +52,7 @@ class Harness:
 
     def add(self, prompt_tokens: int, priority: int) -> Any:
         from reference_server.engine.base import Sampling
-        from reference_server.engine.worker import Job
+        from reference_server.engine.jobs import Job
 
         prompt = [100 + (i * 7 + len(self.jobs)) % 5000 for i in range(prompt_tokens)]
         job = Job(prompt, 400, Sampling(temperature=0), self.loop, asyncio.Queue(), priority=priority)

@@ -164,15 +164,20 @@ TINY_META = {
 @pytest.mark.mlx
 @pytest.mark.smollm2
 def test_quantized_and_dequantized_smollm2_agree(smollm2_gguf: Path, smollm2_tokenizer: Any) -> None:
-    # The quantized model (kept on Metal) infers bits and group size per layer from the shapes
-    # (4-bit layers, 8-bit embedding); the CPU path expands the same weights to float32.
+    # The model keeps the file's quantization, bits and group size read per layer off the shapes
+    # (4-bit layers, 8-bit embedding); precision f32 expands the same weights to float32.
     import mlx.core as mx
 
     from reference_server.engine.gguf import load_gguf_model
+    from reference_server.engine.quantized import apply_precision
 
     ids = mx.array([smollm2_tokenizer.encode("The capital of France is")])
-    quantized, _ = load_gguf_model(smollm2_gguf, dequantize=False)
-    expanded, _ = load_gguf_model(smollm2_gguf, dequantize=True)
+    quantized, _ = load_gguf_model(smollm2_gguf)
+    expanded, _ = load_gguf_model(smollm2_gguf)
+    apply_precision(expanded, "f32")
+    layer = quantized.model.layers[0].self_attn.q_proj
+    assert (layer.bits, layer.group_size) == (4, 32)
+    assert (quantized.model.embed_tokens.bits, quantized.model.embed_tokens.group_size) == (8, 32)
     q_logits = quantized(ids)[0, -1].astype(mx.float32)
     f_logits = expanded(ids)[0, -1]
     assert expanded.model.embed_tokens.weight.dtype == mx.float32

@@ -12,7 +12,7 @@ from reference_server.engine.base import EngineDelta, Sampling
 
 def feed_all(tokenizer: Any, tokens: list[int], max_tokens: int) -> tuple[list[bool], list[Any]]:
     pytest.importorskip("mlx.core")
-    from reference_server.engine.worker import Job, TokenOutput
+    from reference_server.engine.jobs import Job, TokenOutput
 
     async def go() -> tuple[list[bool], list[Any]]:
         job = Job(
@@ -61,7 +61,7 @@ def test_max_tokens_flushes_held_back_bytes(smollm2_tokenizer: Any) -> None:
 
 def test_a_complete_grammar_ends_with_stop_and_no_end_of_turn_token(smollm2_tokenizer: Any) -> None:
     pytest.importorskip("mlx.core")
-    from reference_server.engine.worker import Job, TokenOutput
+    from reference_server.engine.jobs import Job, TokenOutput
 
     ids = smollm2_tokenizer.encode("yes 🎉")
 

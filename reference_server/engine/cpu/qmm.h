@@ -1,0 +1,63 @@
+// The quantized product of qmm.cpp, for the primitives built on it (projection.cpp).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "mlx/array.h"
+
+namespace plumbline {
+
+namespace mx = mlx::core;
+
+// A strided view's element: offset of row `row` (all axes but the last) in elements.
+struct View {
+  const float* data;
+  std::vector<int> shape;
+  std::vector<int64_t> strides;
+  bool contiguous;
+
+  explicit View(const mx::array& a)
+      : data(a.data<float>()),
+        shape(a.shape().begin(), a.shape().end()),
+        strides(a.strides().begin(), a.strides().end()),
+        contiguous(a.flags().row_contiguous) {}
+
+  void row(int64_t index, int width, float* out) const {
+    if (contiguous) {
+      std::memcpy(out, data + index * width, sizeof(float) * width);
+      return;
+    }
+    int64_t offset = 0, rest = index;
+    for (int axis = static_cast<int>(shape.size()) - 2; axis >= 0; axis--) {
+      offset += (rest % shape[axis]) * strides[axis];
+      rest /= shape[axis];
+    }
+    int64_t step = strides.back();
+    for (int k = 0; k < width; k++) out[k] = data[offset + k * step];
+  }
+};
+
+struct Transform {
+  const float* norm;  // RMS norm weight (K), or null
+  float eps;
+  bool swiglu;
+};
+
+// The weights of one product: MLX's affine layout (see qmm.cpp), scales and biases float32 or
+// float16 (`half`).
+struct Weights {
+  const uint8_t* w;
+  const void* scales;
+  const void* biases;
+  bool half;
+  int N, K, group, bits;
+};
+
+// out (M, N) = [residual +] transform(x) @ dequantize(w).T, over the pool's threads. Runs in
+// the calling thread (a dispatched task of MLX's CPU stream).
+void quantized_product(const View& x, const Transform& t, const Weights& w, int M, const float* residual,
+                       float* out);
+
+}  // namespace plumbline

@@ -1,0 +1,113 @@
+"""llama.cpp on the same GGUF, for scripts/bench.py: llama-cpp-python built into `.cache/bench/`.
+
+Two builds, each built on first use (about 5 minutes each on two cores):
+- `avx2`: `-DGGML_NATIVE=OFF`, the comparator of the earlier figures. GGML_NATIVE=OFF keeps
+  ggml's AVX, AVX2, FMA and F16C kernels and leaves out AVX-512 (its libggml-cpu.so has ymm
+  instructions and no zmm one). A native build crashed on the reference machine with an illegal
+  instruction in its AMX path (the VM does not grant AMX).
+- `avx512`: the same plus AVX-512 F/BW/VL/DQ, VBMI, VNNI and BF16, AMX still off: the vector
+  units this CPU has and our kernels (engine/cpu/) use, so the fair comparator here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+LLAMA_CPP = "llama-cpp-python==0.3.16"
+BUILDS = {
+    "avx2": ("llama-cpp", "-DGGML_NATIVE=OFF"),
+    "avx512": (
+        "llama-cpp-avx512",
+        "-DGGML_NATIVE=OFF -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON"
+        " -DGGML_AVX512_BF16=ON",
+    ),
+}
+
+
+def llama_python(build: str) -> Path:
+    """The venv with llama-cpp-python built with `BUILDS[build]`'s flags, built on first use."""
+    folder, flags = BUILDS[build]
+    venv = ROOT / ".cache" / "bench" / folder
+    python = venv / "bin" / "python"
+    if python.exists():
+        check = subprocess.run([python, "-c", "import llama_cpp"], capture_output=True, check=False)
+        if check.returncode == 0:
+            return python
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    env = {**os.environ, "CMAKE_ARGS": flags, "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2)}
+    print(f"building {LLAMA_CPP} ({flags}) into {venv} (about 5 minutes)...", flush=True)
+    subprocess.run([python, "-m", "pip", "install", "-q", "--no-cache-dir", LLAMA_CPP], check=True, env=env)
+    return python
+
+
+LLAMA_CHILD = r"""
+import json, sys, time
+from llama_cpp import Llama
+spec = json.loads(sys.argv[1])
+llm = Llama(model_path=spec["gguf"], n_ctx=4096, n_threads=spec["threads"], n_batch=512, verbose=False)
+def run(text, max_tokens):
+    tokens = llm.tokenize(text.encode(), add_bos=False, special=True)
+    llm.reset()
+    began = time.perf_counter(); first = last = None; n = 0
+    for n, token in enumerate(llm.generate(tokens, temp=0.0, top_k=1, reset=True), start=1):
+        now = time.perf_counter()
+        first = first or now
+        last = now
+        if token == llm.token_eos() or n >= max_tokens:
+            break
+    return {"prompt_tokens": len(tokens), "ttft_s": first - began,
+            "decode_tok_s": (n - 1) / (last - first) if n > 1 else 0.0}
+out = {}
+for _ in range(2):
+    run(spec["prompt"], 2)  # warm-up
+prefill = [run(spec["prefill"], 1) for _ in range(spec["runs"])]
+singles = [run(spec["prompt"], spec["max_tokens"]) for _ in range(spec["runs"])]
+med = lambda xs: sorted(xs)[len(xs) // 2]
+out["prefill_tokens"] = prefill[0]["prompt_tokens"]
+out["prefill_tok_s"] = prefill[0]["prompt_tokens"] / med([r["ttft_s"] for r in prefill])
+out["ttft_s"] = med([r["ttft_s"] for r in singles])
+out["decode_tok_s"] = med([r["decode_tok_s"] for r in singles])
+print(json.dumps(out))
+"""
+
+
+def bench_llama_cpp(args: Any, build: str, padded_text: Any) -> dict[str, Any]:
+    """Prefill, time to first token and decode of llama.cpp (build `build`) on the prompts our
+    engine reads (`padded_text` is bench.py's)."""
+    from reference_server.engine.base import Turn
+    from reference_server.engine.gguf import read_gguf
+    from reference_server.engine.sources import find_smollm2_gguf
+    from reference_server.engine.tokenizer import ChatTokenizer
+
+    gguf = find_smollm2_gguf(fetch=False)
+    _, meta = read_gguf(gguf)
+    tokenizer = ChatTokenizer.from_gguf(meta)
+    spec = {
+        "gguf": str(gguf),
+        "threads": len(os.sched_getaffinity(0)),
+        "runs": args.runs,
+        "max_tokens": args.max_tokens,
+        # The exact prompt texts our engine reads, chat template included.
+        "prompt": tokenizer.render((Turn("user", padded_text(tokenizer, args.prompt_tokens)),)),
+        "prefill": tokenizer.render(
+            (Turn("user", padded_text(tokenizer, args.prefill_tokens, "Prefill. ")),)
+        ),
+    }
+    done = subprocess.run(
+        [llama_python(build), "-c", LLAMA_CHILD, json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[-3:]}
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result["gguf"] = gguf.name
+    result["build"] = BUILDS[build][1]
+    return result

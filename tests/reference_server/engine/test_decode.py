@@ -1,0 +1,108 @@
+"""The rebuilt llama blocks (decode.py) compute what mlx-lm's compute.
+
+The same weights are run through mlx-lm's own forward and through the fused, compiled one:
+prefill, then greedy decode steps, alone (a per-sequence KV cache) and batched (a left-padded
+batch cache), past the KV cache's 256-position growth step. Float32 on OpenBLAS and the
+quantized kernel (when it can be built) both.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.mlx
+
+PROMPTS = [[(7 * i) % 997 + 10 for i in range(250)], [(11 * i) % 991 + 20 for i in range(31)], [5, 6]]
+
+
+def pair(tokenizer: Any, precision: str, *, dense: bool = True) -> tuple[Any, Any]:
+    """(mlx-lm's model, the rebuilt one) with the same weights at `precision`; `dense`: float32
+    copies for prefill (OpenBLAS), else the kernel computes prefill too."""
+    import mlx.core as mx
+
+    from reference_server.engine.decode import install_fast_decode
+    from reference_server.engine.gguf import random_llama
+    from reference_server.engine.quantized import apply_precision, use_cpu_kernel
+
+    models = []
+    for _ in range(2):
+        model = random_llama(seed=3, vocab_size=tokenizer.vocab_size, context_window=1024)
+        apply_precision(model, precision)  # type: ignore[arg-type]
+        if precision != "f32":
+            from reference_server.engine.kernels import load_kernel
+
+            kernel = load_kernel()
+            if kernel is None:
+                pytest.skip("the CPU kernel cannot be built here")
+            use_cpu_kernel(model, kernel, dense=dense)
+        models.append(model)
+    assert install_fast_decode(models[1])
+    mx.eval(models[0].parameters(), models[1].parameters())
+    return models[0], models[1]
+
+
+def decode(model: Any, batched: bool, steps: int) -> list[Any]:
+    import mlx.core as mx
+    from mlx_lm.models.cache import BatchKVCache, make_prompt_cache
+
+    caches = []
+    for prompt in PROMPTS:
+        cache = make_prompt_cache(model)
+        model(mx.array([prompt[:-1]]), cache=cache)
+        mx.eval([c.state for c in cache])
+        caches.append(cache)
+    logits = []
+    if batched:
+        cache = [BatchKVCache.merge([c[i] for c in caches]) for i in range(len(caches[0]))]
+        tokens = mx.array([[p[-1]] for p in PROMPTS])
+        for _ in range(steps):
+            out = model(tokens, cache=cache)[:, -1, :]
+            logits.append(out)
+            tokens = mx.argmax(out, axis=-1)[:, None]
+        return logits
+    for cache, prompt in zip(caches, PROMPTS, strict=True):
+        tokens = mx.array([[prompt[-1]]])
+        for _ in range(steps):
+            out = model(tokens, cache=cache)[:, -1, :]
+            logits.append(out)
+            tokens = mx.argmax(out, axis=-1)[:, None]
+    return logits
+
+
+@pytest.mark.parametrize("precision", ["f32", "q8", "q4"])
+@pytest.mark.parametrize("batched", [False, True])
+def test_rebuilt_blocks_compute_what_mlx_lm_computes(
+    smollm2_tokenizer: Any, precision: str, batched: bool
+) -> None:
+    import mlx.core as mx
+
+    reference, fast = pair(smollm2_tokenizer, precision)
+    # 250 + 10 positions cross the cache's 256-position growth step.
+    expected, got = decode(reference, batched, 10), decode(fast, batched, 10)
+    for want, have in zip(expected, got, strict=True):
+        assert mx.array_equal(mx.argmax(want, axis=-1), mx.argmax(have, axis=-1))
+        assert float(mx.max(mx.abs(want - have))) < 1e-3 * max(1.0, float(mx.max(mx.abs(want))))
+
+
+def test_other_architectures_are_left_alone(smollm2_tokenizer: Any) -> None:
+    from mlx_lm.models import llama
+
+    from reference_server.engine.decode import install_fast_decode
+
+    biased = llama.Model(
+        llama.ModelArgs(
+            model_type="llama",
+            hidden_size=64,
+            num_hidden_layers=1,
+            intermediate_size=128,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            rms_norm_eps=1e-5,
+            vocab_size=100,
+            attention_bias=True,
+        )
+    )
+    assert not install_fast_decode(biased)
+    assert not install_fast_decode(object())
