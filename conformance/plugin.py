@@ -235,6 +235,7 @@ def _property_context(request: pytest.FixtureRequest, target: Target) -> None:
             raise Unsupported("; ".join(support.reason for support in absent))
 
 
+@pytest.hookimpl(trylast=True)  # after -k and -m deselect: the plan is what will run
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:

@@ -147,3 +147,19 @@ def test_node_ids_name_their_properties():
     prop = REGISTRY["MSG-001"]
     assert property_of_nodeid(f"properties/test_messages.py::{prop.test_name}") == prop
     assert property_of_nodeid("properties/test_messages.py::test_nothing") is None
+
+
+@pytest.mark.mlx
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_selection_prepares_only_what_it_runs(tiny_random_url, proof_profile, tmp_path, jobs):
+    """`-k` deselects before the run is planned: the features asked for and the run's size are
+    those of the selected properties (they were the whole catalogue's with --jobs 1)."""
+    load_all()
+    selected = ["TOOL-001", "TOOL-009"]
+    selection = " or ".join(REGISTRY[pid].selector for pid in selected)
+    code, index, output = run_suite(
+        tiny_random_url, tmp_path, profile=proof_profile, extra=["-k", selection, "--jobs", jobs]
+    )
+    assert code == 0, output[-3000:]
+    assert [p["id"] for p in index["properties"]] == selected
+    assert set(index["feature_support"]) == {"tools"}
