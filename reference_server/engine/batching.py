@@ -7,6 +7,8 @@ KV cache joins the decode batch (`mlx_lm`'s left-padded `BatchKVCache`, one per 
 token becomes its row's next input. Each decode step computes logits for all rows at once,
 masks the rows that carry a grammar, samples per row (one `argmax` for all greedy rows), and
 feeds each row's `TokenOutput`; finished and cancelled rows leave the batch before the next step.
+While a step computes, the next one is already built and started from its still-lazy tokens
+(`LOOKAHEAD`), unless a grammar or a joining prefill needs this step's tokens read first.
 
 Padding positions are masked out of attention (their weight is exactly zero), so a row's
 logits do not depend on its neighbours beyond floating-point summation order;
@@ -44,6 +46,9 @@ __all__ = ["BACKGROUND_RESERVED_ROWS", "BatchScheduler", "batchable", "make_sche
 
 # Decode rows that background jobs never take, so foreground requests always find one.
 BACKGROUND_RESERVED_ROWS = 1
+# Start each decode step before reading the last one's tokens (`BatchScheduler._decode`); off
+# only to measure what it gains, or to prove it changes no token (test_batching.py).
+LOOKAHEAD = True
 
 
 def batchable(model: Any) -> bool:
@@ -110,6 +115,8 @@ class BatchScheduler:
         self._rows: list[_Row] = []
         self._cache: list[BatchKVCache] = []
         self._inputs: Any = None  # (rows,) uint32: each row's next input token
+        # The next step's tokens, already computing (lazy, `async_eval`'d): see `_decode`.
+        self._ahead: Any = None
 
     def add(self, job: Job) -> None:
         """Queue `job` behind every waiting job of its priority or higher; its prefill starts on a
@@ -178,6 +185,8 @@ class BatchScheduler:
         return len(self._rows)
 
     def _join(self, prefill: _Prefill) -> None:
+        # No step runs ahead while a job waits to join (`_decode`): the batch may change here.
+        assert self._ahead is None
         job = prefill.job
         if self._prefix is not None:
             self._prefix.keep(job, prefill.cache)
@@ -196,7 +205,29 @@ class BatchScheduler:
         self._rows.append(_Row(job, self._tokenizer))
 
     def _decode(self) -> None:
-        logits = self._model(self._inputs[:, None], cache=self._cache)[:, -1, :]
+        tokens = self._ahead if self._ahead is not None else self._sample(self._inputs)
+        self._ahead = None
+        # One step ahead: while MLX computes this step, build the next one's graph from its
+        # still-lazy tokens and start it, so the host's work per token (graph building, reading
+        # the tokens, detokenizing, handing deltas over) overlaps the arithmetic, as mlx-lm's
+        # generate_step does. Only when the next step's rows are this step's rows: a grammar
+        # needs the token consumed before its next mask, and a prefill joins between steps. A
+        # row that ends on this token has computed one token too many, never read.
+        if LOOKAHEAD and not self._waiting and all(row.job.constraint is None for row in self._rows):
+            self._ahead = self._sample(tokens)
+            mx.async_eval(self._ahead)  # type: ignore[no-untyped-call]
+        keep: list[int] = []
+        values: list[int] = tokens.tolist()  # waits for this step only
+        for i, (row, token) in enumerate(zip(self._rows, values, strict=True)):
+            if not self._feed(row, token):
+                keep.append(i)
+        self._inputs = tokens
+        if len(keep) < len(self._rows):
+            self._keep(keep)
+
+    def _sample(self, inputs: Any) -> Any:
+        """The tokens of one decode step from each row's input token (lazy)."""
+        logits = self._model(inputs[:, None], cache=self._cache)[:, -1, :]
         constrained = [i for i, row in enumerate(self._rows) if row.job.constraint is not None]
         if constrained:
             # Start the forward pass, so llguidance computes the masks while MLX computes logits.
@@ -211,26 +242,16 @@ class BatchScheduler:
             logits = mx.where(allowed, logits, mx.array(-mx.inf, dtype=logits.dtype))
         greedy = mx.argmax(logits, axis=-1)
         if all(row.greedy for row in self._rows):
-            tokens = greedy.astype(mx.uint32)
-        else:
-            sampled: list[Any] = []
-            for i, row in enumerate(self._rows):
-                if row.greedy:
-                    sampled.append(greedy[i : i + 1])
-                else:
-                    row_logits = logits[i : i + 1]
-                    row_logits = row_logits - mx.logsumexp(row_logits, axis=-1, keepdims=True)
-                    sampled.append(row.sampler(row_logits).reshape(1))
-            tokens = mx.concatenate(sampled).astype(mx.uint32)
-        mx.eval(tokens)
-        keep: list[int] = []
-        values: list[int] = tokens.tolist()  # type: ignore[assignment]
-        for i, (row, token) in enumerate(zip(self._rows, values, strict=True)):
-            if not self._feed(row, token):
-                keep.append(i)
-        self._inputs = tokens
-        if len(keep) < len(self._rows):
-            self._keep(keep)
+            return greedy.astype(mx.uint32)
+        sampled: list[Any] = []
+        for i, row in enumerate(self._rows):
+            if row.greedy:
+                sampled.append(greedy[i : i + 1])
+            else:
+                row_logits = logits[i : i + 1]
+                row_logits = row_logits - mx.logsumexp(row_logits, axis=-1, keepdims=True)
+                sampled.append(row.sampler(row_logits).reshape(1))
+        return mx.concatenate(sampled).astype(mx.uint32)
 
     @staticmethod
     def _feed(row: _Row, token: int) -> bool:
@@ -254,12 +275,14 @@ class BatchScheduler:
         """Keep only these rows (in order); the rest leave the batch and free their KV."""
         self._rows = [self._rows[i] for i in indices]
         if not indices:
-            self._cache, self._inputs = [], None
+            self._cache, self._inputs, self._ahead = [], None, None
             return
         selected = mx.array(indices, dtype=mx.int32)
         for layer in self._cache:
             layer.filter(selected)  # type: ignore[no-untyped-call]
         self._inputs = self._inputs[selected]
+        if self._ahead is not None:
+            self._ahead = self._ahead[selected]
 
     def _release(self, job: Job) -> None:
         plan = job.cache_plan

@@ -66,6 +66,29 @@ def test_batched_greedy_output_equals_solo_output(engine: Any) -> None:
     assert batched == solo
 
 
+@pytest.mark.parametrize("lookahead", [False, True])
+def test_rows_leaving_at_different_steps_keep_the_others_answers(
+    engine: Any, lookahead: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows end at different steps (their own max_tokens) while the rest go on decoding: with
+    the look-ahead step (started before a step's tokens are read) and without it, every answer
+    is the one it gets alone; a row that ended has its one computed token too many dropped."""
+    from reference_server.engine import batching
+
+    monkeypatch.setattr(batching, "LOOKAHEAD", lookahead)
+    limits = [5, 9, 24, 13]
+
+    async def go() -> tuple[list[str], list[str]]:
+        requests = [ask(engine, p, max_tokens=n) for p, n in zip(PROMPTS, limits, strict=False)]
+        solo = [await answer(engine, r) for r in requests]
+        batched = await asyncio.gather(*(answer(engine, r) for r in requests))
+        return solo, list(batched)
+
+    solo, batched = asyncio.run(go())
+    assert all(solo)
+    assert batched == solo
+
+
 def test_a_grammar_holds_inside_a_batch(engine: Any) -> None:
     grammar = Grammar('start: "yes" | "no"')
 
