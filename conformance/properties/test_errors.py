@@ -173,17 +173,19 @@ def test_err_004_sampling_range(target: Target) -> None:
     ),
 )
 def test_err_005_thinking_budget(target: Target) -> None:
+    def thinking(max_tokens: int, budget: int) -> dict[str, Any]:
+        # Without temperature: thinking refuses one other than 1, and each sub-case must be
+        # refused for its budget alone.
+        enabled = {"type": "enabled", "budget_tokens": budget}
+        body = message_body(target, max_tokens=max_tokens, thinking=enabled)
+        body.pop("temperature")
+        return body
+
     cases = Cases()
     with cases.case("budget_tokens 512"):
-        rejected(
-            target,
-            message_body(target, max_tokens=2048, thinking={"type": "enabled", "budget_tokens": 512}),
-        )
+        rejected(target, thinking(2048, 512))
     with cases.case("budget_tokens above max_tokens"):
-        rejected(
-            target,
-            message_body(target, max_tokens=1100, thinking={"type": "enabled", "budget_tokens": 2048}),
-        )
+        rejected(target, thinking(1100, 2048))
     cases.check()
 
 

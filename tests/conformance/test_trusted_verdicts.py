@@ -209,3 +209,24 @@ def test_a_message_without_its_stop_sequence_key_is_one_schema_cause(
     assert [c["cause"] for c in index["causes"]] == [
         "the Message: $: 'stop_sequence' is a required property"
     ], output[-3000:]
+
+
+def test_each_thinking_budget_sub_case_is_refused_for_its_budget_alone(
+    tiny_random_url, proof_profile, tmp_path
+):
+    """A target that refuses any temperature with thinking but never checks the budget FAILs
+    ERR-005: its requests carry no temperature (they did, and passed on that refusal alone)."""
+    from .faults import error
+
+    def temperature_only(request: Request) -> Request | Response:
+        body = request.json
+        if isinstance(body, dict) and "temperature" in body:
+            return error(400, "invalid_request_error", "temperature may only be set to 1 with thinking")
+        return fake_message(request)
+
+    faults = {"ERR-005": Fault("budget unchecked, temperature refused", request=temperature_only)}
+    with running_proxy(FaultProxy(tiny_random_url, faults)) as url:
+        code, index, output = run_suite(url, tmp_path, profile=proof_profile, extra=["-k", "err_005"])
+    assert verdicts(index) == {"ERR-005": "FAIL"}, output[-3000:]
+    assert "2 of 2 sub-cases broken" in output or "budget_tokens above max_tokens" in output
+    assert code == 1
