@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import anthropic
 import httpx
@@ -23,6 +23,7 @@ from conformance.checks import (
     expect_no_schema_errors,
     expect_status,
     json_object,
+    not_judged,
     read,
     read_optional,
 )
@@ -30,6 +31,8 @@ from conformance.grammar import GrammarReport, check_stream
 from conformance.schemas import validate_response
 from conformance.sse import SSEParser, SSETranscript
 from conformance.target import Target
+
+T = TypeVar("T")
 
 __all__ = [
     "COMMON_STOPS",
@@ -49,8 +52,8 @@ __all__ = [
     "expect_within_max_tokens",
     "max_text_bytes",
     "message_body",
+    "natural_end",
     "sdk_call",
-    "short_answer_bodies",
     "stop_sequence_body",
     "stream_raw",
     "stream_usage_subject",
@@ -110,13 +113,19 @@ SHORT_ANSWER_PROMPTS = (
 SHORT_ANSWER_MAX_TOKENS = 32
 
 
-def short_answer_bodies(target: Target) -> list[dict[str, Any]]:
-    """Requests a model answers in a few words and then ends by itself: try them in turn until
-    one ends with end_turn and some text."""
-    return [
-        message_body(target, max_tokens=SHORT_ANSWER_MAX_TOKENS, messages=[{"role": "user", "content": q}])
-        for q in SHORT_ANSWER_PROMPTS
-    ]
+def natural_end(
+    target: Target, answer: Callable[[dict[str, Any]], T], ended: Callable[[T], bool]
+) -> tuple[dict[str, Any], T]:
+    """The first of the requests a model answers in a few words and then ends by itself (tried
+    in turn) whose `answer` is `ended` (with end_turn and some text), and that answer; not
+    judged (MSG-021 judges end_turn) when the model ends none."""
+    for question in SHORT_ANSWER_PROMPTS:
+        messages = [{"role": "user", "content": question}]
+        body = message_body(target, max_tokens=SHORT_ANSWER_MAX_TOKENS, messages=messages)
+        answered = answer(body)
+        if ended(answered):
+            return body, answered
+    not_judged("the model ended none of the short-answer prompts by itself with text", judged_by="MSG-021")
 
 
 def stop_sequence_body(target: Target, **changes: Any) -> dict[str, Any]:

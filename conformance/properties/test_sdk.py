@@ -23,7 +23,7 @@ from conformance.drivers import (
     StreamRun,
     create_json,
     message_body,
-    short_answer_bodies,
+    natural_end,
     text_of,
 )
 from conformance.sse import parse_sse
@@ -291,14 +291,13 @@ def test_sdk_004_natural_end_equals_create(target: Target) -> None:
     the TypeScript SDK, and compares its finalMessage() with the plain answer."""
     if not target.deterministic:
         pytest.skip("the target is not deterministic (by its profile, or by the run's probe)")
-    for body in short_answer_bodies(target):
-        plain = create_json(target, body)
-        if plain.get("stop_reason") != "end_turn" or not text_of(plain):
-            continue
-        result = ts(target, "stream", body)
-        streamed, wanted = shape(final_message(result)), shape(plain)
-        for message in (streamed, wanted):  # output tokens only: input_tokens is STREAM-014's rule
-            message["usage"] = {"output_tokens": (message.get("usage") or {}).get("output_tokens")}
-        expect_same(streamed, wanted, ["content", "stop_reason", "usage"], "the non-streamed answer", result)
-        return
-    not_judged("the model ended none of the short-answer prompts by itself with text", judged_by="MSG-021")
+    body, plain = natural_end(target, lambda body: create_json(target, body), _ended_with_text)
+    result = ts(target, "stream", body)
+    streamed, wanted = shape(final_message(result)), shape(plain)
+    for message in (streamed, wanted):  # output tokens only: input_tokens is STREAM-014's rule
+        message["usage"] = {"output_tokens": (message.get("usage") or {}).get("output_tokens")}
+    expect_same(streamed, wanted, ["content", "stop_reason", "usage"], "the non-streamed answer", result)
+
+
+def _ended_with_text(plain: dict[str, Any]) -> bool:
+    return plain.get("stop_reason") == "end_turn" and bool(text_of(plain))

@@ -32,8 +32,8 @@ from conformance.drivers import (
     expect_within_max_tokens,
     max_text_bytes,
     message_body,
+    natural_end,
     sdk_call,
-    short_answer_bodies,
     stop_sequence_body,
     stream_raw,
     stream_usage_subject,
@@ -407,22 +407,7 @@ def test_stream_012_stream_equals_create(target: Target) -> None:
             **extra,
         }
         plain = sdk_call("messages.create", client.messages.create, **request)
-        streamed = sdk_streamed(target, request)
-        for field in ("content", "stop_reason", "stop_sequence"):
-            expect_equal(
-                _plain(getattr(streamed, field)),
-                _plain(getattr(plain, field)),
-                f"streamed {field}",
-                reason="stream-diff",
-            )
-        for field in ("input_tokens", "output_tokens"):
-            expect_equal(
-                getattr(streamed.usage, field),
-                getattr(plain.usage, field),
-                f"streamed usage.{field}",
-                reason="stream-diff",
-                subject=stream_usage_subject(getattr(streamed.usage, field), getattr(plain.usage, field)),
-            )
+        _expect_streamed_equal(sdk_streamed(target, request), plain, ("input_tokens", "output_tokens"))
 
 
 @prop(
@@ -451,29 +436,44 @@ def test_stream_023_natural_end_equals_create(target: Target) -> None:
     if not target.deterministic:
         pytest.skip("the target is not deterministic (by its profile, or by the run's probe)")
     client = target.sdk()
-    for body in short_answer_bodies(target):
-        request = {key: body[key] for key in ("model", "max_tokens", "messages")}
-        request["extra_body"] = {"temperature": 0}
-        plain = sdk_call("messages.create", client.messages.create, **request)
-        if plain.stop_reason != "end_turn" or not plain.content:
-            continue
-        streamed = sdk_streamed(target, request)
-        for field in ("content", "stop_reason", "stop_sequence"):
-            expect_equal(
-                _plain(getattr(streamed, field)),
-                _plain(getattr(plain, field)),
-                f"streamed {field} of a turn that ended by itself",
-                reason="stream-diff",
-            )
+
+    def sdk_request(body: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "model": body["model"],
+            "max_tokens": body["max_tokens"],
+            "messages": body["messages"],
+            "extra_body": {"temperature": 0},
+        }
+
+    def create(body: dict[str, Any]) -> Any:
+        return sdk_call("messages.create", client.messages.create, **sdk_request(body))
+
+    body, plain = natural_end(
+        target, create, lambda plain: plain.stop_reason == "end_turn" and bool(plain.content)
+    )
+    streamed = sdk_streamed(target, sdk_request(body))
+    _expect_streamed_equal(streamed, plain, ("output_tokens",), of=" of a turn that ended by itself")
+
+
+def _expect_streamed_equal(streamed: Any, plain: Any, usage: tuple[str, ...], of: str = "") -> None:
+    """The message the SDK accumulated from a stream has the create answer's content, stop
+    reason, stop sequence and the `usage` counts named."""
+    for field in ("content", "stop_reason", "stop_sequence"):
         expect_equal(
-            streamed.usage.output_tokens,
-            plain.usage.output_tokens,
-            "streamed usage.output_tokens of a turn that ended by itself",
+            _plain(getattr(streamed, field)),
+            _plain(getattr(plain, field)),
+            f"streamed {field}{of}",
             reason="stream-diff",
-            subject=stream_usage_subject(streamed.usage.output_tokens, plain.usage.output_tokens),
         )
-        return
-    not_judged("the model ended none of the short-answer prompts by itself with text", judged_by="MSG-021")
+    for field in usage:
+        got, want = getattr(streamed.usage, field), getattr(plain.usage, field)
+        expect_equal(
+            got,
+            want,
+            f"streamed usage.{field}{of}",
+            reason="stream-diff",
+            subject=stream_usage_subject(got, want),
+        )
 
 
 def sdk_streamed(target: Target, request: dict[str, Any]) -> Any:
