@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -176,20 +177,31 @@ def _shim_path(openblas_version: str) -> Path:
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         raise BlasUnavailableError("no C compiler (cc or gcc) to build the CBLAS shim")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        source = Path(tmp) / "shim.c"
+
+    def command(tmp: Path) -> list[str]:
+        source = tmp / "shim.c"
         source.write_text(_SHIM_SOURCE)
-        built = Path(tmp) / "shim.so"
-        done = subprocess.run(
-            [compiler, "-O2", "-shared", "-fPIC", "-o", str(built), str(source)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise BlasUnavailableError(f"{compiler} failed building the CBLAS shim: {done.stderr}")
-        # Atomic, so two processes building at once never load a half-written file.
-        os.replace(built, target)
+        return [compiler, "-O2", "-shared", "-fPIC", str(source)]
+
+    failed = build_cached(target, command)
+    if failed is not None:
+        raise BlasUnavailableError(f"{compiler} failed building the CBLAS shim: {failed}")
     _log.info("Built the CBLAS shim for MLX at %s", target)
     return target
+
+
+def build_cached(target: Path, command: Callable[[Path], list[str]]) -> str | None:
+    """Build `target` (a file in the cache) with the compiler line `command(tmp)`, given a
+    scratch folder beside it for its sources, and `-o` added; None once it is in place, else
+    the compiler's error output. Moved in atomically, so two processes building at once never
+    load a half-written file."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        built = Path(tmp) / target.name
+        done = subprocess.run(
+            [*command(Path(tmp)), "-o", str(built)], capture_output=True, text=True, check=False
+        )
+        if done.returncode != 0:
+            return done.stderr
+        os.replace(built, target)
+    return None

@@ -32,13 +32,12 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import tempfile
 import threading
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .blas import cache_dir, matmul_threads
+from .blas import build_cached, cache_dir, matmul_threads
 
 __all__ = ["KernelUnavailableError", "build_kernel", "load_kernel"]
 
@@ -137,15 +136,10 @@ def build_kernel() -> Path:
     target = cache_dir() / "kernels" / f"{_MODULE}-{key}{suffix}"
     if target.exists():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        built = Path(tmp) / f"{_MODULE}{suffix}"
-        _log.info("Building the CPU kernels (about 15 s)")
-        done = subprocess.run([*command, "-o", str(built)], capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise KernelUnavailableError(f"{compiler} failed: {done.stderr.strip()[-2000:]}")
-        # Atomic, so two processes building at once never load a half-written file.
-        os.replace(built, target)
+    _log.info("Building the CPU kernels (about 15 s)")
+    failed = build_cached(target, lambda _tmp: command)
+    if failed is not None:
+        raise KernelUnavailableError(f"{compiler} failed: {failed.strip()[-2000:]}")
     _log.info("Built the CPU quantized kernel at %s", target)
     return target
 
