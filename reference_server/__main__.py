@@ -114,9 +114,28 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         metavar="N",
         help="message batch requests generated at once, below interactive requests (default 4)",
     )
+    parser.add_argument(
+        "--allow-private-fetch",
+        action="store_true",
+        help="let the web fetch tool reach loopback, private and link-local addresses (default: public"
+        " addresses only; for tests and trusted networks)",
+    )
+    parser.add_argument(
+        "--server-tool-iterations",
+        type=int,
+        default=_DEFAULTS.server_tool_iterations,
+        metavar="N",
+        help="generations in one turn with server tools before it ends with pause_turn (default 10)",
+    )
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
-    for name in ("max_batch", "max_pending", "cache_min_tokens", "batch_concurrency"):
+    for name in (
+        "max_batch",
+        "max_pending",
+        "cache_min_tokens",
+        "batch_concurrency",
+        "server_tool_iterations",
+    ):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.cache_budget_mb < 0:
@@ -145,6 +164,8 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         cache_min_tokens=args.cache_min_tokens,
         data_dir=args.data_dir,
         batch_concurrency=args.batch_concurrency,
+        allow_private_fetch=args.allow_private_fetch,
+        server_tool_iterations=args.server_tool_iterations,
     )
 
 

@@ -22,6 +22,8 @@ from reference_server.errors import AuthenticationError, InvalidRequestError, ex
 from reference_server.ids import request_id_of
 from reference_server.openai import ChatCompletionsService
 from reference_server.routes import route_handlers
+from reference_server.server_tools.fetch import FetchPolicy
+from reference_server.server_tools.loop import ServerToolRuntime
 from reference_server.serving import MessagesService
 from reference_server.settings import Settings
 from reference_server.thinking import ThinkingSigner
@@ -62,7 +64,10 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
             active = engine
         signer = await asyncio.to_thread(ThinkingSigner.in_directory, settings.resolved_data_dir())
         catalog = ModelCatalog(active.models(), settings.aliases)
-        app.state.service = MessagesService(active, catalog, signer)
+        server_tools = ServerToolRuntime(
+            FetchPolicy(allow_private=settings.allow_private_fetch), settings.server_tool_iterations
+        )
+        app.state.service = MessagesService(active, catalog, signer, server_tools)
         app.state.chat = ChatCompletionsService(app.state.service)
         app.state.settings = settings
         # Message Batches: SQLite in the data directory; pending requests resume at once.

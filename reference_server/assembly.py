@@ -30,6 +30,8 @@ from reference_server.protocol import (
     RawMessageStartEvent,
     RawMessageStopEvent,
     RawMessageStreamEvent,
+    RedactedThinkingBlock,
+    ServerToolUseBlock,
     SignatureDelta,
     StopReason,
     TextBlock,
@@ -39,6 +41,7 @@ from reference_server.protocol import (
     ToolUseBlock,
     Usage,
 )
+from reference_server.server_tools.pieces import ServerCallStart, ServerResult
 from reference_server.thinking import ThinkingEnd, ThinkingText
 from reference_server.tools.calls import ArgsPiece, CallEnd, CallStart
 
@@ -50,10 +53,23 @@ class Outcome:
     stop_reason: StopReason
     stop_sequence: str | None
     output_tokens: int
+    server_tool_use: dict[str, int] | None = None  # usage.server_tool_use, with server tools
 
 
-Piece = str | ThinkingText | ThinkingEnd | CallStart | ArgsPiece | CallEnd | Outcome  # what `run` yields
-Seal = Callable[[ThinkingEnd], ThinkingBlock]  # the finished thinking block, signed
+# What `run` yields (and the server-tool loop, server_tools/loop.py).
+Piece = (
+    str
+    | ThinkingText
+    | ThinkingEnd
+    | CallStart
+    | ArgsPiece
+    | CallEnd
+    | ServerCallStart
+    | ServerResult
+    | Outcome
+)
+# The finished thinking block, signed (redacted_thinking for the documented test string).
+Seal = Callable[[ThinkingEnd], ThinkingBlock | RedactedThinkingBlock]
 
 
 async def message_of(
@@ -83,7 +99,12 @@ async def message_of(
         model=prepared.requested_model,
         stop_reason=outcome.stop_reason,
         stop_sequence=outcome.stop_sequence,
-        usage=_usage(generation.usage, outcome.output_tokens, _thinking_tokens(prepared, ended)),
+        usage=_usage(
+            generation.usage,
+            outcome.output_tokens,
+            _thinking_tokens(prepared, ended),
+            outcome.server_tool_use,
+        ),
         context_management=prepared.context_management,
     )
 
@@ -106,12 +127,15 @@ async def events_of(
     index = -1  # of the last block started
     text_open = call_open = thinking_open = False
     shown = prepared.thinking is not None and prepared.thinking.display != "omitted"
+    redacted = prepared.thinking is not None and prepared.thinking.redacted
     ended: ThinkingEnd | None = None
     outcome: Outcome | None = None
     async for piece in pieces:
         if isinstance(piece, Outcome):
             outcome = piece
         elif isinstance(piece, ThinkingText):
+            if redacted:  # a redacted_thinking block arrives whole, once the thinking is sealed
+                continue
             if not thinking_open:
                 index += 1
                 thinking_open = True
@@ -122,8 +146,14 @@ async def events_of(
                 yield RawContentBlockDeltaEvent(index=index, delta=ThinkingDelta(thinking=piece.text))
         elif isinstance(piece, ThinkingEnd):
             ended = piece
-            if thinking_open:  # the signature is the block's last delta
-                signature = seal(piece).signature
+            if redacted and piece.thinking:
+                index += 1
+                yield RawContentBlockStartEvent(index=index, content_block=seal(piece))
+                yield RawContentBlockStopEvent(index=index)
+            elif thinking_open:  # the signature is the block's last delta
+                sealed = seal(piece)
+                assert isinstance(sealed, ThinkingBlock)
+                signature = sealed.signature
                 yield RawContentBlockDeltaEvent(index=index, delta=SignatureDelta(signature=signature))
                 yield RawContentBlockStopEvent(index=index)
                 thinking_open = False
@@ -133,13 +163,21 @@ async def events_of(
                 text_open = True
                 yield RawContentBlockStartEvent(index=index, content_block=TextBlock(text=""))
             yield RawContentBlockDeltaEvent(index=index, delta=TextDelta(text=piece))
-        elif isinstance(piece, CallStart):
+        elif isinstance(piece, CallStart | ServerCallStart | ServerResult):
             if text_open:
                 text_open = False
                 yield RawContentBlockStopEvent(index=index)
             index += 1
+            if isinstance(piece, ServerResult):  # arrives whole
+                yield RawContentBlockStartEvent(index=index, content_block=piece.block)
+                yield RawContentBlockStopEvent(index=index)
+                continue
             call_open = True
-            block = ToolUseBlock(id=new_tool_use_id(), name=piece.name, input={})
+            block: ToolUseBlock | ServerToolUseBlock = (
+                ServerToolUseBlock(id=piece.id, name=piece.name, input={})
+                if isinstance(piece, ServerCallStart)
+                else ToolUseBlock(id=new_tool_use_id(), name=piece.name, input={})
+            )
             yield RawContentBlockStartEvent(index=index, content_block=block)
         elif isinstance(piece, ArgsPiece):
             yield RawContentBlockDeltaEvent(index=index, delta=InputJSONDelta(partial_json=piece.json))
@@ -156,6 +194,7 @@ async def events_of(
             input_tokens=prompt.uncached,
             cache_creation_input_tokens=prompt.cache_write,
             cache_read_input_tokens=prompt.cache_read,
+            server_tool_use=outcome.server_tool_use,
             output_tokens_details=_thinking_tokens(prepared, ended),
         ),
         context_management=prepared.context_management,
@@ -170,9 +209,15 @@ def _thinking_tokens(prepared: PreparedMessage, ended: ThinkingEnd | None) -> Ou
     return OutputTokensDetails(thinking_tokens=ended.tokens if ended is not None else 0)
 
 
-def _usage(prompt: PromptUsage, output_tokens: int, details: OutputTokensDetails | None = None) -> Usage:
+def _usage(
+    prompt: PromptUsage,
+    output_tokens: int,
+    details: OutputTokensDetails | None = None,
+    server_tool_use: dict[str, int] | None = None,
+) -> Usage:
     """The API's usage: `input_tokens` excludes what was read from or written to the cache."""
     return Usage(
+        server_tool_use=server_tool_use,
         output_tokens_details=details,
         input_tokens=prompt.uncached,
         output_tokens=output_tokens,
@@ -187,25 +232,48 @@ def _usage(prompt: PromptUsage, output_tokens: int, details: OutputTokensDetails
 
 @dataclass
 class _ContentBuilder:
-    """The content blocks of a non-streamed answer, from `run`'s pieces."""
+    """The content blocks of a non-streamed answer, from `run`'s pieces, in the order the stream
+    would start them: text, then calls (and, with server tools, results and more text)."""
 
+    done: list[ContentBlock] = field(default_factory=list)
     text: list[str] = field(default_factory=list)
-    calls: list[tuple[str, list[str]]] = field(default_factory=list)
+    call: tuple[str, str, bool, list[str]] | None = None  # id, name, server tool, JSON parts
 
-    def add(self, piece: str | CallStart | ArgsPiece | CallEnd) -> None:
+    def add(self, piece: str | CallStart | ArgsPiece | CallEnd | ServerCallStart | ServerResult) -> None:
         if isinstance(piece, str):
             self.text.append(piece)
-        elif isinstance(piece, CallStart):
-            self.calls.append((piece.name, []))
-        elif isinstance(piece, ArgsPiece):
-            self.calls[-1][1].append(piece.json)
+            return
+        self._flush_text()
+        if isinstance(piece, CallStart):
+            self.call = (new_tool_use_id(), piece.name, False, [])
+        elif isinstance(piece, ServerCallStart):
+            self.call = (piece.id, piece.name, True, [])
+        elif isinstance(piece, ArgsPiece) and self.call is not None:
+            self.call[3].append(piece.json)
+        elif isinstance(piece, CallEnd):
+            self._flush_call()
+        elif isinstance(piece, ServerResult):
+            self.done.append(piece.block)
+
+    def _flush_text(self) -> None:
+        text = "".join(self.text)
+        if text:  # never an empty text block
+            self.done.append(TextBlock(text=text))
+        self.text = []
+
+    def _flush_call(self) -> None:
+        if self.call is None:
+            return
+        tool_id, name, server, parts = self.call
+        arguments = _arguments("".join(parts))
+        block = ServerToolUseBlock if server else ToolUseBlock
+        self.done.append(block(id=tool_id, name=name, input=arguments))
+        self.call = None
 
     def blocks(self) -> list[ContentBlock]:
-        text = "".join(self.text)
-        blocks: list[ContentBlock] = [TextBlock(text=text)] if text else []  # never an empty text block
-        for name, parts in self.calls:
-            blocks.append(ToolUseBlock(id=new_tool_use_id(), name=name, input=_arguments("".join(parts))))
-        return blocks
+        self._flush_text()
+        self._flush_call()
+        return self.done
 
 
 def _arguments(text: str) -> dict[str, Any]:

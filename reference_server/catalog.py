@@ -40,7 +40,8 @@ CAPABILITIES = ModelCapabilities(
     effort=EffortCapability(supported=True, low=_YES, medium=_YES, high=_YES, max=_YES, xhigh=_YES),
     image_input=_NO,
     pdf_input=_YES,  # text extracted page by page (content/documents.py); no page images
-    server_tools=ServerToolsCapability(supported=False, code_execution=_NO, web_search=_NO),
+    # Tool search and web fetch run here (server_tools/); no search provider, no sandbox.
+    server_tools=ServerToolsCapability(supported=True, code_execution=_NO, web_search=_NO),
     structured_outputs=_YES,  # output_config.format, by constrained decoding (tools/grammar.py)
     # A reasoning phase before each answer, signed (thinking/); not between tool calls of one answer.
     thinking=ThinkingCapability(

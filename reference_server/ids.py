@@ -35,3 +35,7 @@ def request_id_of(scope: Scope) -> str:
         rid = new_request_id()
         state["request_id"] = rid
     return rid
+
+
+def new_server_tool_use_id() -> str:
+    return f"srvtoolu_{_token()}"

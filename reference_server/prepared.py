@@ -6,10 +6,14 @@ what the answer reports. Its own module so that serving.py (which builds it) and
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from reference_server.engine.base import EngineRequest
 from reference_server.protocol import ContextManagementResponse
 from reference_server.thinking import ThinkingPlan
+
+if TYPE_CHECKING:  # server_tools/ builds on this module
+    from reference_server.server_tools.loop import ServerToolPlan
 
 __all__ = ["PreparedMessage"]
 
@@ -30,3 +34,5 @@ class PreparedMessage:
     thinking: ThinkingPlan | None = None
     # What context management edits did (context_management.py), reported in the response.
     context_management: ContextManagementResponse | None = None
+    # The request has server tools the model may call: the turn runs the server-tool loop.
+    server_tools: ServerToolPlan | None = None

@@ -20,6 +20,7 @@ from reference_server.engine.base import (
     Generation,
     ModelCard,
     Sampling,
+    ToolSpec,
     Turn,
 )
 from reference_server.engine.errors import (
@@ -40,9 +41,13 @@ from reference_server.protocol import (
     MessageTokensCount,
     PromptParams,
     RawMessageStreamEvent,
+    RedactedThinkingBlock,
     StopReason,
     ThinkingBlock,
 )
+from reference_server.server_tools.history import loaded_tools, pending_call
+from reference_server.server_tools.loop import ServerToolPlan, ServerToolRuntime, TurnState, server_tool_turn
+from reference_server.server_tools.results import result_text
 from reference_server.stops import StopMatcher
 from reference_server.thinking import (
     ThinkingEnd,
@@ -93,6 +98,7 @@ class _Prompt:
     cleared: _Cleared | None = None  # a clear_thinking edit was asked for
     managed: bool = False  # context management edits were asked for (the response reports them)
     tool_edit: ClearToolUses | None = None  # a clear_tool_uses edit was asked for
+    loaded: frozenset[str] = frozenset()  # deferred tools found by earlier tool searches
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,10 +112,17 @@ class _Cleared:
 class MessagesService:
     """The Messages API on top of an engine; routes call nothing else."""
 
-    def __init__(self, engine: Engine, catalog: ModelCatalog, signer: ThinkingSigner) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        catalog: ModelCatalog,
+        signer: ThinkingSigner,
+        server_tools: ServerToolRuntime | None = None,
+    ) -> None:
         self.engine = engine
         self.catalog = catalog
         self.signer = signer
+        self.server_tools = server_tools or ServerToolRuntime()
 
     def _prompt(self, params: PromptParams, betas: Collection[str]) -> _Prompt:
         """Model, rules and turns, the same for create and count_tokens (so counts agree)."""
@@ -119,7 +132,7 @@ class MessagesService:
                 f"max_tokens: {params.max_tokens} > {card.max_output_tokens}, which is the"
                 f" maximum allowed number of output tokens for {params.model}"
             )
-        tools, policy = _tools_of(params)
+        tools, policy, loaded = _tools_of(params)
         check_cache_breakpoints(params)
         thinking = plan_thinking(params, betas)
         edits = plan_context_edits(params, betas)
@@ -127,18 +140,17 @@ class MessagesService:
         history = kept_thinking(
             params.messages, self.signer, card.id, enabled=thinking is not None, keep=keep
         )
-        turns = build_turns(params, have_tools=bool(tools), thinking=history.kept, vision=card.vision)
+        by_name = {tool.name: tool for tool in tools}
+        turns = build_turns(params, tools=by_name, thinking=history.kept, vision=card.vision)
         uncleared: tuple[Turn, ...] | None = None
         if history.cleared_turns:  # what the prompt would have been, to count what was cleared
-            uncleared = build_turns(
-                params, have_tools=bool(tools), thinking=history.verified, vision=card.vision
-            )
+            uncleared = build_turns(params, tools=by_name, thinking=history.verified, vision=card.vision)
         if thinking is not None:
             turns = shape_turns(turns)
             uncleared = shape_turns(uncleared) if uncleared is not None else None
         cleared = None if edits is None or keep is None else _Cleared(history.cleared_turns, uncleared)
         tool_edit = edits.tool_uses if edits is not None else None
-        return _Prompt(card, turns, tools, policy, thinking, cleared, edits is not None, tool_edit)
+        return _Prompt(card, turns, tools, policy, thinking, cleared, edits is not None, tool_edit, loaded)
 
     async def _managed_prompt(
         self, params: PromptParams, betas: Collection[str]
@@ -159,8 +171,9 @@ class MessagesService:
     async def _prompt_tokens(self, prompt: _Prompt, turns: tuple[Turn, ...] | None = None) -> int:
         """`prompt`'s input tokens (or those of other `turns` with its tools), even past the
         window: what an edit clears is measured before the window is checked."""
-        specs = tuple(tool.spec() for tool in prompt.tools)
-        request = EngineRequest(prompt.card.id, prompt.turns if turns is None else turns, 0, tools=specs)
+        request = EngineRequest(
+            prompt.card.id, prompt.turns if turns is None else turns, 0, tools=_rendered(prompt.tools)
+        )
         try:
             return await self.engine.count_tokens(request)
         except PromptTooLongError as exc:
@@ -201,19 +214,58 @@ class MessagesService:
             top_p=params.top_p,
             top_k=params.top_k,
         )
-        specs = tuple(tool.spec() for tool in tools)
         prepared = await self.plan(
             card,
             EngineRequest(
-                card.id, prompt.turns, params.max_tokens, sampling, tools=specs, constraint=grammar
+                card.id, prompt.turns, params.max_tokens, sampling, tools=_rendered(tools), constraint=grammar
             ),
             requested_model=params.model,
             stop_sequences=stops,
             parse_calls=policy.may_call,
             thinking=prompt.thinking,
         )
+        if policy.may_call and any(tool.server is not None for tool in tools):
+            plan = ServerToolPlan(tools, prompt.loaded, policy.parallel, output_schema, card.context_window)
+            prepared = await self._resume_call(replace(prepared, server_tools=plan), params)
         edits = await self._applied_edits(prompt, prepared.input_tokens, tool_uses)
         return replace(prepared, context_management=edits) if edits is not None else prepared
+
+    async def _resume_call(self, prepared: PreparedMessage, params: MessageCreateParams) -> PreparedMessage:
+        """A turn sent back with an unanswered server_tool_use at its end: run the call now, and
+        generate after its result (which the answer shows first)."""
+        plan = prepared.server_tools
+        call = pending_call(params.messages)
+        if plan is None or call is None:
+            return prepared
+        tool = plan.tool(call.name)
+        if tool is None or tool.server is None:
+            raise InvalidRequestError(
+                f"messages.{len(params.messages) - 1}: server_tool_use {call.name!r} names no server tool of"
+                " this request's tools"
+            )
+        turns = prepared.request.turns
+        state = TurnState("\n".join(turn.text for turn in turns), set(plan.loaded))
+        block = await self.server_tools.execute(call, tool, plan, state)
+        result, is_error = result_text(block, {t.name: t for t in plan.tools}, "server_tool_result")
+        turns += (Turn("tool", result, tool_call_id=call.id, name=call.name, is_error=is_error),)
+        resumed = replace(prepared, server_tools=replace(plan, resumed=((call.name, block),)))
+        return await self.continued(resumed, turns, prepared.request.max_tokens)
+
+    async def continued(
+        self, prepared: PreparedMessage, turns: tuple[Turn, ...], max_tokens: int
+    ) -> PreparedMessage:
+        """The next generation of a server-tool turn (server_tools/loop.py): `turns` with the
+        calls and results so far, at most `max_tokens`, no thinking."""
+        request = replace(prepared.request, turns=turns, max_tokens=max_tokens)
+        card = self.catalog.resolve(prepared.request.model)
+        input_tokens = await self._count(request, card.context_window)
+        budget = min(max_tokens, card.context_window - input_tokens)
+        return replace(
+            prepared,
+            request=replace(request, max_tokens=budget),
+            bounded_by_context=budget < max_tokens,
+            thinking=None,
+        )
 
     async def plan(
         self,
@@ -243,8 +295,7 @@ class MessagesService:
         self, params: MessageCountTokensParams, betas: Collection[str] = ()
     ) -> MessageTokensCount:
         prompt, tool_uses = await self._managed_prompt(params, betas)
-        specs = tuple(tool.spec() for tool in prompt.tools)
-        request = EngineRequest(prompt.card.id, prompt.turns, 0, tools=specs)
+        request = EngineRequest(prompt.card.id, prompt.turns, 0, tools=_rendered(prompt.tools))
         tokens = await self._count(request, prompt.card.context_window)
         edits = await self._applied_edits(prompt, tokens, tool_uses)
         if edits is None:
@@ -340,15 +391,26 @@ class MessagesService:
         """The whole message; `generation` is the one `start` admitted (else started here)."""
         generation = generation or await self.start(prepared)
         seal = partial(self._thinking_block, prepared)
-        return await message_of(prepared, generation, self.run(prepared, generation), seal)
+        return await message_of(prepared, generation, self._turn(prepared, generation), seal)
 
-    def _thinking_block(self, prepared: PreparedMessage, ended: ThinkingEnd) -> ThinkingBlock:
-        """The finished thinking block: its text (none when `omitted`) and its signature."""
+    def _turn(self, prepared: PreparedMessage, generation: Generation) -> AsyncIterator[Piece]:
+        """The turn's pieces: one generation's, or every generation's of a server-tool loop."""
+        if prepared.server_tools is None:
+            return self.run(prepared, generation)
+        return server_tool_turn(self, self.server_tools, prepared, generation, prepared.server_tools)
+
+    def _thinking_block(
+        self, prepared: PreparedMessage, ended: ThinkingEnd
+    ) -> ThinkingBlock | RedactedThinkingBlock:
+        """The finished thinking block: its text (none when `omitted`) and its signature; for the
+        documented test string, a redacted_thinking block sealing the same text."""
         assert prepared.thinking is not None
         omitted = prepared.thinking.display == "omitted"
         signature = self.signer.seal(
             prepared.request.model, ended.thinking, "omitted" if omitted else "summarized"
         )
+        if prepared.thinking.redacted:
+            return RedactedThinkingBlock(data=signature)
         return ThinkingBlock(thinking="" if omitted else ended.thinking, signature=signature)
 
     async def stream(
@@ -357,13 +419,20 @@ class MessagesService:
         """The same message as `create`, as typed stream events in the documented order."""
         generation = generation or await self.start(prepared)
         seal = partial(self._thinking_block, prepared)
-        async for event in events_of(prepared, generation, self.run(prepared, generation), seal):
+        async for event in events_of(prepared, generation, self._turn(prepared, generation), seal):
             yield event
 
 
-def _tools_of(params: PromptParams) -> tuple[tuple[ToolDefinition, ...], ToolPolicy]:
+def _tools_of(params: PromptParams) -> tuple[tuple[ToolDefinition, ...], ToolPolicy, frozenset[str]]:
+    """The tools, the policy, and the deferred tools tool searches found earlier (callable now)."""
     tools = parse_tools(params.tools)
-    return tools, tool_policy(params, tools)
+    loaded = loaded_tools(params.messages)
+    return tools, tool_policy(params, tools, loaded), loaded
+
+
+def _rendered(tools: tuple[ToolDefinition, ...]) -> tuple[ToolSpec, ...]:
+    """The tools the prompt lists: all but deferred ones (a tool search's result shows those)."""
+    return tuple(tool.spec() for tool in tools if not tool.deferred)
 
 
 def _output_schema(params: PromptParams) -> Mapping[str, Any] | None:

@@ -12,6 +12,7 @@ from reference_server.catalog import Alias
 from reference_server.engine.mlx import DEFAULT_MAX_BATCH, DEFAULT_MAX_PENDING
 from reference_server.engine.precision import PrecisionChoice
 from reference_server.engine.prefix_cache import DEFAULT_BUDGET_BYTES, DEFAULT_MIN_TOKENS
+from reference_server.server_tools.loop import DEFAULT_MAX_ITERATIONS
 
 API_KEY_ENV = "PLUMBLINE_API_KEY"
 DATA_DIR_ENV = "PLUMBLINE_DATA_DIR"
@@ -49,6 +50,10 @@ class Settings:
     data_dir: Path | None = None
     # Message Batch requests generated at once, at background priority (batches/processor.py).
     batch_concurrency: int = DEFAULT_BATCH_CONCURRENCY
+    # Server tools (server_tools/): may web fetch reach loopback, private and link-local
+    # addresses (off: only public ones); generations in one turn before `pause_turn`.
+    allow_private_fetch: bool = False
+    server_tool_iterations: int = DEFAULT_MAX_ITERATIONS
 
     def resolved_data_dir(self) -> Path:
         """The data directory this server uses."""

@@ -33,11 +33,14 @@ from reference_server.protocol import (
     MessageParam,
     PromptParams,
     RedactedThinkingBlockParam,
+    ServerContentBlockParam,
     TextBlockParam,
     ThinkingBlockParam,
     ToolResultBlockParam,
     ToolUseBlockParam,
 )
+from reference_server.server_tools.history import RESULT_TYPES, server_call, server_result_turn
+from reference_server.tools.definitions import ToolDefinition
 from reference_server.tools.history import check_tool_pairing, tool_call, tool_result_turn
 
 __all__ = [
@@ -146,7 +149,7 @@ def check_stop_sequences(stop_sequences: Sequence[str] | None) -> tuple[str, ...
 def build_turns(
     params: PromptParams,
     *,
-    have_tools: bool = False,
+    tools: Mapping[str, ToolDefinition] | None = None,
     thinking: Mapping[tuple[int, int], str] | None = None,
     vision: bool = False,
 ) -> tuple[Turn, ...]:
@@ -160,7 +163,8 @@ def build_turns(
     """
     if not params.messages:
         raise InvalidRequestError("messages: at least one message is required")
-    names = check_tool_pairing(params.messages, have_tools=have_tools)
+    tools = tools or {}
+    names = check_tool_pairing(params.messages, have_tools=bool(tools))
     media = _Media(images=_count_images(params.messages), vision=vision)
     check_image_count(media.images)
     turns: list[Turn] = []
@@ -170,7 +174,7 @@ def build_turns(
     last = len(params.messages) - 1
     for index, message in enumerate(params.messages):
         kept = {j: text for (i, j), text in (thinking or {}).items() if i == index}
-        pieces = _message_turns(message, f"messages.{index}", names, kept, media)
+        pieces = _message_turns(message, f"messages.{index}", names, kept, media, tools)
         if not pieces:
             if message.role == "assistant" and (index == last or _only_thinking(message)):
                 continue  # no prefill; or an answer cut short in its thinking, sent back
@@ -268,10 +272,16 @@ def _system_turn(params: PromptParams) -> Turn | None:
 
 
 def _message_turns(
-    message: MessageParam, path: str, names: dict[str, str], thinking: Mapping[int, str], media: _Media
+    message: MessageParam,
+    path: str,
+    names: dict[str, str],
+    thinking: Mapping[int, str],
+    media: _Media,
+    tools: Mapping[str, ToolDefinition],
 ) -> list[Turn]:
     """One message as turns: tool results first (as `tool` turns), then its text (with the
-    assistant's calls); [] when it holds nothing."""
+    assistant's calls); [] when it holds nothing. In an assistant message each server-tool
+    result ends a turn of its own: text and calls so far, then the result, then what follows."""
     if isinstance(message.content, str):
         if message.content:
             _require_visible(message.content, f"{path}.content")
@@ -280,6 +290,7 @@ def _message_turns(
     images: list[ImagePart] = []
     calls: list[ToolCall] = []
     results: list[Turn] = []
+    server_calls: dict[str, ToolCall] = {}
     for i, block in enumerate(message.content):
         block_path = f"{path}.content.{i}"
         if isinstance(block, TextBlockParam):
@@ -307,6 +318,16 @@ def _message_turns(
         elif isinstance(block, ToolResultBlockParam):
             turn = tool_result_turn(block, block_path, names[block.tool_use_id])
             results.append(replace(turn, cache_marks=_marks(block.cache_control, len(turn.text))))
+        elif isinstance(block, ServerContentBlockParam) and block.type == "server_tool_use":
+            call = server_call(block, block_path, message.role)
+            server_calls[call.id] = call
+            calls.append(call)
+        elif isinstance(block, ServerContentBlockParam) and block.type in RESULT_TYPES:
+            done = server_result_turn(block, block_path, server_calls, tools)
+            text, marks = _joined(texts)
+            results.append(Turn(message.role, text, tool_calls=tuple(calls), cache_marks=marks))
+            results.append(done)
+            texts, calls = [], []
         else:
             raise InvalidRequestError(f"{block_path}: {_unsupported_block(block)}")
     text, marks = _joined(texts)

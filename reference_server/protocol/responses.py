@@ -35,7 +35,44 @@ class ThinkingBlock(_Out):
     signature: str
 
 
-ContentBlock = Annotated[TextBlock | ToolUseBlock | ThinkingBlock, Field(discriminator="type")]
+class RedactedThinkingBlock(_Out):
+    type: Literal["redacted_thinking"] = "redacted_thinking"
+    data: str
+
+
+class ServerToolUseBlock(_Out):
+    type: Literal["server_tool_use"] = "server_tool_use"
+    id: str
+    name: str
+    input: dict[str, Any]
+    caller: DirectCaller = Field(default_factory=DirectCaller)
+
+
+class WebFetchToolResultBlock(_Out):
+    type: Literal["web_fetch_tool_result"] = "web_fetch_tool_result"
+    tool_use_id: str
+    content: dict[str, Any]  # web_fetch_result or web_fetch_tool_result_error
+    caller: DirectCaller = Field(default_factory=DirectCaller)
+
+
+class ToolSearchToolResultBlock(_Out):
+    type: Literal["tool_search_tool_result"] = "tool_search_tool_result"
+    tool_use_id: str
+    content: dict[str, Any]  # tool_search_tool_search_result or tool_search_tool_result_error
+
+
+ServerToolResultBlock = WebFetchToolResultBlock | ToolSearchToolResultBlock
+
+ContentBlock = Annotated[
+    TextBlock
+    | ToolUseBlock
+    | ThinkingBlock
+    | RedactedThinkingBlock
+    | ServerToolUseBlock
+    | WebFetchToolResultBlock
+    | ToolSearchToolResultBlock,
+    Field(discriminator="type"),
+]
 
 
 class CacheCreation(_Out):

@@ -43,6 +43,8 @@ class ThinkingPlan:
 
     budget: int
     display: Literal["summarized", "omitted"]
+    # The documented test string was sent: the thinking comes back as a redacted_thinking block.
+    redacted: bool = False
 
 
 def plan_thinking(params: PromptParams, betas: Collection[str] = ()) -> ThinkingPlan | None:
@@ -69,7 +71,31 @@ def plan_thinking(params: PromptParams, betas: Collection[str] = ()) -> Thinking
             else params.max_tokens // 2
         )
         budget = max(1, min(budget, room))
-    return ThinkingPlan(budget=budget, display=config.display or "summarized")
+    return ThinkingPlan(
+        budget=budget, display=config.display or "summarized", redacted=_asks_redaction(params)
+    )
+
+
+# The string Anthropic documents for testing redacted_thinking handling (docs: "Extended
+# thinking", redacted thinking): a prompt holding it gets its thinking as redacted_thinking.
+REDACTED_THINKING_TRIGGER = (
+    "ANTHROPIC_MAGIC_STRING_TRIGGER_REDACTED_THINKING_"  # the documented string, in two parts
+    "46C9A13E193C177646C7398A98432ECCCE4C1253D5E2D82641AC0E52CC2876CB"
+)
+
+
+def _asks_redaction(params: PromptParams) -> bool:
+    for message in params.messages:
+        if message.role != "user":
+            continue
+        texts = (
+            [message.content]
+            if isinstance(message.content, str)
+            else [text for block in message.content if isinstance(text := getattr(block, "text", None), str)]
+        )
+        if any(REDACTED_THINKING_TRIGGER in text for text in texts):
+            return True
+    return False
 
 
 def _check_budget(budget_tokens: int, max_tokens: int, betas: Collection[str]) -> None:

@@ -1,15 +1,17 @@
 """The `tools` and `tool_choice` of a request, checked the way the real API reports them.
 
 Custom tools are validated field by field with the API's path-style messages
-(`tools.3.custom.input_examples: Extra inputs are not permitted`); server and built-in tools
-(web search, code execution, bash, text editor, memory, tool search, computer) run on
-Anthropic's side and are refused with a 400 that names the type; `tool_choice` must fit the
-tools, and may not force tool use while thinking is on.
+(`tools.3.custom.input_examples: Extra inputs are not permitted`); Anthropic-defined client
+tools (bash, text editor, memory) get their fixed names and documented input schemas
+(tools/builtin.py); server tools are those this server runs (tool search, web fetch) or a 400
+naming the type (server_tools/definitions.py). Tools with `defer_loading` stay out of the
+prompt and out of reach until a tool search finds them. `tool_choice` must fit the tools, and
+may not force tool use while thinking is on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -20,41 +22,15 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, Valida
 from reference_server.engine.base import ToolSpec
 from reference_server.errors import InvalidRequestError
 from reference_server.protocol import CacheControlEphemeralParam, PromptParams
-
-__all__ = ["SERVER_TOOL_TYPES", "ToolDefinition", "ToolPolicy", "parse_tools", "tool_policy"]
-
-# Tool types that run on Anthropic's infrastructure (messages-api.md §2.6), GA and beta.
-SERVER_TOOL_TYPES = frozenset(
-    {
-        "bash_20241022",
-        "bash_20250124",
-        "code_execution_20250522",
-        "code_execution_20250825",
-        "code_execution_20260120",
-        "code_execution_20260521",
-        "computer_20241022",
-        "computer_20250124",
-        "computer_20251124",
-        "memory_20250818",
-        "text_editor_20241022",
-        "text_editor_20250124",
-        "text_editor_20250429",
-        "text_editor_20250728",
-        "web_search_20250305",
-        "web_search_20260209",
-        "web_search_20260318",
-        "web_fetch_20250910",
-        "web_fetch_20260209",
-        "web_fetch_20260309",
-        "web_fetch_20260318",
-        "tool_search_tool_bm25",
-        "tool_search_tool_bm25_20251119",
-        "tool_search_tool_regex",
-        "tool_search_tool_regex_20251119",
-        "advisor_20260301",
-        "mcp_toolset",
-    }
+from reference_server.server_tools.definitions import (
+    REFUSED_TOOL_TYPES,
+    SERVED_TOOL_TYPES,
+    ServerToolConfig,
+    server_tool,
 )
+from reference_server.tools.builtin import CLIENT_TOOL_TYPES, builtin_client_tool
+
+__all__ = ["ToolDefinition", "ToolPolicy", "parse_tools", "tool_policy"]
 
 Caller = Literal["direct", "code_execution_20250825", "code_execution_20260120", "code_execution_20260521"]
 
@@ -77,12 +53,15 @@ class CustomToolParam(BaseModel):
 
 @dataclass(frozen=True, slots=True)
 class ToolDefinition:
-    """A validated custom tool."""
+    """A validated tool: custom, Anthropic-defined for the client to run, or run by this server
+    (`server` holds its settings)."""
 
     name: str
     description: str
     input_schema: dict[str, Any]
     strict: bool
+    deferred: bool = False  # defer_loading: not in the prompt until a tool search finds it
+    server: ServerToolConfig | None = None
 
     def spec(self) -> ToolSpec:
         return ToolSpec(self.name, self.description, self.input_schema)
@@ -93,20 +72,42 @@ def parse_tools(tools: Sequence[dict[str, Any]] | None) -> tuple[ToolDefinition,
     parsed: list[ToolDefinition] = []
     for index, raw in enumerate(tools or ()):
         kind = raw.get("type")
-        if kind in SERVER_TOOL_TYPES:
-            raise InvalidRequestError(
-                f"tools.{index}: tool type {kind!r} is a server tool that runs on Anthropic's side; this "
-                "server runs custom tools only (no `type`, or type 'custom')"
+        path = f"tools.{index}"
+        if kind in CLIENT_TOOL_TYPES:
+            name, description, schema, deferred = builtin_client_tool(raw, path)
+            parsed.append(ToolDefinition(name, description, schema, True, deferred))
+        elif kind in SERVED_TOOL_TYPES or kind in REFUSED_TOOL_TYPES:
+            served = server_tool(raw, path)
+            parsed.append(
+                ToolDefinition(
+                    served.name, served.description, served.input_schema, True, served.deferred, served.config
+                )
             )
-        if kind not in (None, "custom"):
-            raise InvalidRequestError(f"tools.{index}.type: unknown tool type {kind!r}")
-        parsed.append(_custom_tool(raw, f"tools.{index}.custom"))
+        elif kind not in (None, "custom"):
+            raise InvalidRequestError(f"{path}.type: unknown tool type {kind!r}")
+        else:
+            parsed.append(_custom_tool(raw, f"{path}.custom"))
     seen: set[str] = set()
     for index, tool in enumerate(parsed):
         if tool.name in seen:
-            raise InvalidRequestError(f"tools.{index}.custom.name: tool names must be unique ({tool.name!r})")
+            where = "custom.name" if (tools or [])[index].get("type") in (None, "custom") else "name"
+            raise InvalidRequestError(f"tools.{index}.{where}: tool names must be unique ({tool.name!r})")
         seen.add(tool.name)
+    _check_deferral(parsed)
     return tuple(parsed)
+
+
+def _check_deferral(tools: Sequence[ToolDefinition]) -> None:
+    """Deferred tools need a tool search to be found by, and something must stay loaded."""
+    if not any(tool.deferred for tool in tools):
+        return
+    if all(tool.deferred for tool in tools):
+        raise InvalidRequestError("tools: all tools have defer_loading set; at least one tool must be loaded")
+    if not any(tool.name.startswith("tool_search_tool_") for tool in tools):
+        raise InvalidRequestError(
+            "tools: tools with defer_loading need a tool search tool (tool_search_tool_regex_20251119 or"
+            " tool_search_tool_bm25_20251119) to be found by"
+        )
 
 
 def _custom_tool(raw: dict[str, Any], path: str) -> ToolDefinition:
@@ -126,7 +127,9 @@ def _custom_tool(raw: dict[str, Any], path: str) -> ToolDefinition:
         raise InvalidRequestError(
             f"{path}.input_schema{'.' + where if where else ''}: not a valid JSON Schema: {exc.message}"
         ) from None
-    return ToolDefinition(tool.name, tool.description or "", schema, bool(tool.strict))
+    return ToolDefinition(
+        tool.name, tool.description or "", schema, bool(tool.strict), bool(tool.defer_loading)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,8 +145,11 @@ class ToolPolicy:
         return self.mode != "none" and bool(self.tools)
 
 
-def tool_policy(params: PromptParams, tools: tuple[ToolDefinition, ...]) -> ToolPolicy:
-    """Check `tool_choice` against the tools and thinking; the policy it sets."""
+def tool_policy(
+    params: PromptParams, tools: tuple[ToolDefinition, ...], loaded: Collection[str] = ()
+) -> ToolPolicy:
+    """Check `tool_choice` against the tools and thinking; the policy it sets. Deferred tools
+    are callable only once `loaded` (found by a tool search earlier in the conversation)."""
     choice = params.tool_choice
     mode = choice.type if choice is not None else "auto"
     thinking = params.thinking is not None and params.thinking.type != "disabled"
@@ -152,9 +158,14 @@ def tool_policy(params: PromptParams, tools: tuple[ToolDefinition, ...]) -> Tool
     if mode in ("any", "tool") and not tools:
         raise InvalidRequestError(f"tool_choice: tool_choice type {mode!r} requires tools to be provided")
     parallel = not bool(getattr(choice, "disable_parallel_tool_use", None))
-    allowed = tools
+    allowed = tuple(tool for tool in tools if not tool.deferred or tool.name in loaded)
     if choice is not None and choice.type == "tool":
-        allowed = tuple(tool for tool in tools if tool.name == choice.name)
+        allowed = tuple(tool for tool in allowed if tool.name == choice.name)
+        if not allowed and any(tool.name == choice.name for tool in tools):
+            raise InvalidRequestError(
+                f"tool_choice.name: tool {choice.name!r} has defer_loading set and no tool search has"
+                " found it"
+            )
         if not allowed:
             raise InvalidRequestError(
                 f"tool_choice.name: tool {choice.name!r} is not one of the provided tools"

@@ -10,6 +10,7 @@ import pytest
 from reference_server.errors import InvalidRequestError
 from reference_server.protocol import MessageCreateParams
 from reference_server.thinking import ThinkingSigner, kept_thinking
+from reference_server.tools.definitions import ToolDefinition
 from reference_server.validation import build_turns, parse_body
 
 MODEL = "m"
@@ -18,6 +19,9 @@ MODEL = "m"
 @pytest.fixture
 def signer(tmp_path) -> ThinkingSigner:
     return ThinkingSigner.in_directory(tmp_path)
+
+
+CLOCK = ToolDefinition("clock", "", {"type": "object"}, False)
 
 
 def params(messages: list[dict[str, Any]]) -> MessageCreateParams:
@@ -100,7 +104,7 @@ def test_the_tool_loop_keeps_its_thinking_as_generated(signer):
     request = params(tool_loop(thinking(signer, "Use the clock.", omitted=True)))
     kept = kept_thinking(request.messages, signer, MODEL, enabled=True).kept
     assert kept == {(1, 0): "Use the clock."}  # restored from the signature of an omitted block
-    turns = build_turns(request, have_tools=True, thinking=kept)
+    turns = build_turns(request, tools={"clock": CLOCK}, thinking=kept)
     assert turns[1].role == "assistant"
     assert turns[1].text == "Use the clock."
     assert [call.name for call in turns[1].tool_calls] == ["clock"]

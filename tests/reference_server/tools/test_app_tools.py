@@ -139,7 +139,7 @@ def test_a_round_trip_is_accepted(client, engine):
 @pytest.mark.parametrize(
     ("changes", "needle"),
     [
-        ({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "is a server tool"),
+        ({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "is not served"),
         ({"tool_choice": {"type": "tool", "name": "nope"}}, "tool_choice.name"),
         (
             {

@@ -7,7 +7,10 @@ import pytest
 from reference_server.engine.base import ToolCall, Turn
 from reference_server.errors import InvalidRequestError
 from reference_server.protocol import MessageCreateParams
+from reference_server.tools.definitions import ToolDefinition
 from reference_server.validation import build_turns, parse_body
+
+ANY_TOOL = ToolDefinition("any", "", {"type": "object"}, False)
 
 
 def use(tool_id: str = "toolu_1", name: str = "get_weather") -> dict:
@@ -21,7 +24,7 @@ def result(tool_id: str = "toolu_1", content: object = "18C", **extra) -> dict:
 def turns(messages, *, have_tools: bool = True):
     body = {"model": "m", "max_tokens": 8, "messages": messages}
     params = parse_body(json.dumps(body).encode(), "application/json", MessageCreateParams)
-    return build_turns(params, have_tools=have_tools)
+    return build_turns(params, tools={"any": ANY_TOOL} if have_tools else None)
 
 
 def refusal(messages, **kwargs) -> str:

@@ -1,0 +1,181 @@
+"""Server tools in a request's `tools`: the ones this server runs itself (tool search, web
+fetch) checked field by field, and the ones it does not run refused with a 400 naming them.
+
+Web search needs a search provider (none is reachable from here), code execution and computer
+use need real isolation for untrusted code, the advisor another model, and the MCP connector is
+not served yet: each is refused, and `/v1/models` capabilities say so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
+
+from reference_server.errors import InvalidRequestError
+from reference_server.protocol import CacheControlEphemeralParam
+
+__all__ = [
+    "REFUSED_TOOL_TYPES",
+    "SERVED_TOOL_TYPES",
+    "ServedTool",
+    "ServerToolConfig",
+    "ToolSearchConfig",
+    "WebFetchConfig",
+    "server_tool",
+]
+
+SearchKind = Literal["regex", "bm25"]
+_T = TypeVar("_T", bound=BaseModel)
+
+# type → the fixed name (messages-api.md §2.6)
+_SEARCH_TYPES: dict[str, SearchKind] = {
+    "tool_search_tool_regex": "regex",
+    "tool_search_tool_regex_20251119": "regex",
+    "tool_search_tool_bm25": "bm25",
+    "tool_search_tool_bm25_20251119": "bm25",
+}
+_FETCH_TYPES = frozenset(
+    {"web_fetch_20250910", "web_fetch_20260209", "web_fetch_20260309", "web_fetch_20260318"}
+)
+SERVED_TOOL_TYPES = frozenset(_SEARCH_TYPES) | _FETCH_TYPES
+
+# Server tools this server does not run, and why (the 400 says it).
+REFUSED_TOOL_TYPES: dict[str, str] = {
+    **dict.fromkeys(
+        ("web_search_20250305", "web_search_20260209", "web_search_20260318"),
+        "no web search provider is configured (capabilities.server_tools.web_search is false)",
+    ),
+    **dict.fromkeys(
+        (
+            "code_execution_20250522",
+            "code_execution_20250825",
+            "code_execution_20260120",
+            "code_execution_20260521",
+        ),
+        "code execution needs an isolated sandbox this server does not have"
+        " (capabilities.code_execution is false)",
+    ),
+    **dict.fromkeys(
+        ("computer_20241022", "computer_20250124", "computer_20251124"),
+        "computer use needs an isolated desktop this server does not have",
+    ),
+    "advisor_20260301": "the advisor tool needs a second model this server does not serve",
+    "mcp_toolset": "the MCP connector is not served by this server",
+}
+
+Caller = Literal["direct", "code_execution_20250825", "code_execution_20260120", "code_execution_20260521"]
+
+
+class _ServerToolParam(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    type: StrictStr
+    name: StrictStr
+    cache_control: CacheControlEphemeralParam | None = None
+    allowed_callers: list[Caller] | None = None
+    defer_loading: StrictBool | None = None
+    strict: StrictBool | None = None
+
+
+class _Citations(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    enabled: StrictBool | None = None
+
+
+class _WebFetchParam(_ServerToolParam):
+    allowed_domains: list[StrictStr] | None = None
+    blocked_domains: list[StrictStr] | None = None
+    citations: _Citations | None = None
+    max_content_tokens: Annotated[int, Field(gt=0)] | None = None
+    max_uses: Annotated[int, Field(gt=0)] | None = None
+    use_cache: StrictBool | None = None  # web_fetch_20260309 and later
+    response_inclusion: Literal["full", "excluded"] | None = None  # web_fetch_20260318
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSearchConfig:
+    kind: SearchKind
+
+
+@dataclass(frozen=True, slots=True)
+class WebFetchConfig:
+    allowed_domains: tuple[str, ...] | None
+    blocked_domains: tuple[str, ...]
+    max_uses: int | None
+    max_content_tokens: int | None
+
+
+ServerToolConfig = ToolSearchConfig | WebFetchConfig
+
+_QUERY = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+_URL = {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]}
+
+_DESCRIPTIONS = {
+    "regex": "Search the other available tools by a Python regular expression over their names and"
+    " descriptions; the tools found become callable.",
+    "bm25": "Search the other available tools by keywords; the tools found become callable.",
+    "web_fetch": "Fetch the text of a web page or PDF, given its URL (one already in the conversation).",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ServedTool:
+    """A checked server tool: its fixed name, what the model reads of it, and its settings."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    deferred: bool
+    config: ServerToolConfig
+
+
+def server_tool(raw: dict[str, Any], path: str) -> ServedTool:
+    """A server tool this server runs, or a 400 (refused types, bad fields, a wrong name)."""
+    kind = raw["type"]
+    if kind in REFUSED_TOOL_TYPES:
+        raise InvalidRequestError(f"{path}: tool type {kind!r} is not served: {REFUSED_TOOL_TYPES[kind]}")
+    if kind in _SEARCH_TYPES:
+        search = _SEARCH_TYPES[kind]
+        name = f"tool_search_tool_{search}"
+        tool: _ServerToolParam = _checked(_ServerToolParam, raw, path)
+        _check_name(tool, name, path)
+        if tool.defer_loading:
+            raise InvalidRequestError(f"{path}.defer_loading: a tool search tool cannot itself be deferred")
+        return ServedTool(name, _DESCRIPTIONS[search], _QUERY, False, ToolSearchConfig(search))
+    fetch = _checked(_WebFetchParam, raw, path)
+    _check_name(fetch, "web_fetch", path)
+    if fetch.allowed_domains is not None and fetch.blocked_domains is not None:
+        raise InvalidRequestError(f"{path}: allowed_domains and blocked_domains cannot both be set")
+    if fetch.citations is not None and fetch.citations.enabled:
+        raise InvalidRequestError(
+            f"{path}.citations: citations are not supported by this server (capabilities.citations.supported"
+            " is false)"
+        )
+    if kind == "web_fetch_20250910" and fetch.use_cache is not None:
+        raise InvalidRequestError(f"{path}.use_cache: Extra inputs are not permitted")
+    if kind != "web_fetch_20260318" and fetch.response_inclusion is not None:
+        raise InvalidRequestError(f"{path}.response_inclusion: Extra inputs are not permitted")
+    config = WebFetchConfig(
+        allowed_domains=tuple(d.lower() for d in fetch.allowed_domains)
+        if fetch.allowed_domains is not None
+        else None,
+        blocked_domains=tuple(d.lower() for d in fetch.blocked_domains or ()),
+        max_uses=fetch.max_uses,
+        max_content_tokens=fetch.max_content_tokens,
+    )
+    return ServedTool("web_fetch", _DESCRIPTIONS["web_fetch"], _URL, bool(fetch.defer_loading), config)
+
+
+def _checked(model: type[_T], raw: dict[str, Any], path: str) -> _T:
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise InvalidRequestError(f"{path}.{where}: {first['msg']}") from None
+
+
+def _check_name(tool: _ServerToolParam, name: str, path: str) -> None:
+    if tool.name != name:
+        raise InvalidRequestError(f"{path}.name: Input should be {name!r}")

@@ -1,0 +1,186 @@
+"""Web fetch, safe by default: the server fetches a URL for the model, and never one that
+reaches inside the operator's network unless told to.
+
+Every hop (the URL, then each redirect) is checked before a byte is sent: http or https, the
+request's domain filters, then the host resolved and every address it resolves to must be a
+public one (not loopback, private, link-local, cloud metadata, CGNAT, multicast or reserved)
+unless the server runs with `--allow-private-fetch`. The connection then goes to the address
+that was checked (the Host header and TLS name stay the host's), so a second DNS answer
+cannot swap in a private address. What comes back becomes a document: HTML as its text,
+plain text as is, PDFs whole; anything else is `unsupported_content_type`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import ipaddress
+import re
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from urllib.parse import urljoin, urlsplit, urlunsplit
+
+import httpx
+from bs4 import BeautifulSoup
+
+from .definitions import WebFetchConfig
+
+__all__ = ["FetchFailed", "FetchPolicy", "Fetched", "Resolver", "WebFetcher", "domain_allowed"]
+
+MAX_URL_LENGTH = 2048  # the API's longest URL in citations
+CHARS_PER_TOKEN = 4  # max_content_tokens is applied to text as about this many characters a token
+
+Resolver = Callable[[str, int], Awaitable[list[str]]]
+
+_TEXT_TYPES = frozenset(
+    {"text/plain", "text/markdown", "text/csv", "application/json", "application/xml", "text/xml"}
+)
+_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+
+
+class FetchFailed(Exception):
+    """A fetch that did not happen or did not succeed: `code` is the result block's error code."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPolicy:
+    """The operator's settings (not the request's): may private addresses be fetched."""
+
+    allow_private: bool = False
+    timeout: float = 10.0
+    max_bytes: int = 10 * 1024 * 1024
+    max_redirects: int = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    url: str  # the URL asked for
+    media_type: str  # "text/plain" or "application/pdf": the document's source
+    data: str  # the text, or the PDF in base64
+    title: str | None
+    retrieved_at: str
+
+
+async def _resolve(host: str, port: int) -> list[str]:
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [str(info[4][0]) for info in infos]
+
+
+def domain_allowed(host: str, config: WebFetchConfig) -> bool:
+    """The request's allowed_domains / blocked_domains (a domain covers its subdomains)."""
+
+    def covers(domain: str) -> bool:
+        domain = re.sub(r"^[a-z]+://", "", domain).split("/")[0].lower()
+        return host == domain or host.endswith("." + domain)
+
+    if config.allowed_domains is not None and not any(covers(d) for d in config.allowed_domains):
+        return False
+    return not any(covers(d) for d in config.blocked_domains)
+
+
+def _public(address: str) -> bool:
+    ip = ipaddress.ip_address(address.split("%")[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_global and not ip.is_multicast
+
+
+class WebFetcher:
+    """Fetches under one FetchPolicy; `resolver` and `transport` are seams for tests."""
+
+    def __init__(
+        self,
+        policy: FetchPolicy,
+        resolver: Resolver | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.policy = policy
+        self._resolve = resolver or _resolve
+        self._transport = transport
+
+    async def fetch(self, url: str, config: WebFetchConfig) -> Fetched:
+        if len(url) > MAX_URL_LENGTH:
+            raise FetchFailed("url_too_long", f"the URL is longer than {MAX_URL_LENGTH} characters")
+        current = url
+        async with httpx.AsyncClient(
+            transport=self._transport, timeout=self.policy.timeout, follow_redirects=False
+        ) as client:
+            for _ in range(self.policy.max_redirects + 1):
+                response = await self._hop(client, current, config)
+                try:
+                    if response.is_redirect and "location" in response.headers:
+                        current = urljoin(current, response.headers["location"])
+                        continue
+                    return await self._document(url, response, config)
+                finally:
+                    await response.aclose()
+        raise FetchFailed("url_not_accessible", "too many redirects")
+
+    async def _hop(self, client: httpx.AsyncClient, url: str, config: WebFetchConfig) -> httpx.Response:
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+        if parts.scheme not in ("http", "https") or not host:
+            raise FetchFailed("invalid_tool_input", "only absolute http and https URLs can be fetched")
+        if not domain_allowed(host, config):
+            raise FetchFailed("url_not_allowed", f"{host} is not allowed by the tool's domain filters")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            addresses = await self._resolve(host, port)
+        except OSError as exc:
+            raise FetchFailed("url_not_accessible", f"{host} does not resolve: {exc}") from None
+        if not addresses:
+            raise FetchFailed("url_not_accessible", f"{host} does not resolve")
+        if not self.policy.allow_private and not all(_public(a) for a in addresses):
+            raise FetchFailed(
+                "url_not_allowed",
+                f"{host} resolves to a private or local address; this server fetches only public ones",
+            )
+        pinned = addresses[0]
+        netloc = f"[{pinned}]" if ":" in pinned else pinned
+        target = urlunsplit((parts.scheme, f"{netloc}:{port}", parts.path or "/", parts.query, ""))
+        request = client.build_request(
+            "GET",
+            target,
+            headers={"host": parts.netloc.rsplit("@", 1)[-1], "user-agent": "plumbline-reference-server"},
+            extensions={"sni_hostname": host},
+        )
+        try:
+            return await client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise FetchFailed("url_not_accessible", f"{host}: {type(exc).__name__}") from None
+
+    async def _document(self, url: str, response: httpx.Response, config: WebFetchConfig) -> Fetched:
+        if response.status_code == 429:
+            raise FetchFailed("too_many_requests", "the site answered 429")
+        if response.status_code >= 400:
+            raise FetchFailed("url_not_accessible", f"the site answered {response.status_code}")
+        media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media_type not in _TEXT_TYPES | _HTML_TYPES | {"application/pdf"}:
+            raise FetchFailed("unsupported_content_type", f"{media_type or 'no content type'} cannot be read")
+        body = bytearray()
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > self.policy.max_bytes:
+                raise FetchFailed(
+                    "url_not_accessible", f"the page is larger than {self.policy.max_bytes} bytes"
+                )
+        retrieved_at = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+        if media_type == "application/pdf":
+            return Fetched(url, media_type, base64.b64encode(bytes(body)).decode(), None, retrieved_at)
+        text = bytes(body).decode(response.encoding or "utf-8", errors="replace")
+        title = None
+        if media_type in _HTML_TYPES:
+            soup = BeautifulSoup(text, "html.parser")
+            title = soup.title.get_text(strip=True) if soup.title is not None else None
+            for hidden in soup(["script", "style", "noscript", "template", "head"]):
+                hidden.decompose()
+            text = re.sub(r"\n\s*\n+", "\n\n", soup.get_text("\n")).strip()
+        if config.max_content_tokens is not None:
+            text = text[: config.max_content_tokens * CHARS_PER_TOKEN]
+        return Fetched(url, "text/plain", text, title or None, retrieved_at)

@@ -1,0 +1,89 @@
+"""Server-tool blocks sent back in a conversation (a resumed `pause_turn`, or any later turn):
+checked, and read as the model read them when the server ran the tool.
+
+In an assistant message a `server_tool_use` is a call of that turn, and the result block that
+answers it (same message, later, `tool_use_id` = its id) is the call's result; together they
+become the same turns the loop built (server_tools/loop.py). Tool references found by tool
+searches make those deferred tools callable in this request.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from reference_server.engine.base import ToolCall, Turn
+from reference_server.errors import InvalidRequestError
+from reference_server.protocol import MessageParam, ServerContentBlockParam
+from reference_server.tools.definitions import ToolDefinition
+
+from .results import found_tools, result_text
+
+__all__ = ["RESULT_TYPES", "loaded_tools", "pending_call", "server_call", "server_result_turn"]
+
+# Result blocks this server can read back (those of the tools it runs).
+RESULT_TYPES = frozenset({"web_fetch_tool_result", "tool_search_tool_result"})
+_SERVER_ID = re.compile(r"^srvtoolu_[a-zA-Z0-9_]+$")
+
+
+def _fields(block: ServerContentBlockParam) -> dict[str, Any]:
+    return {"type": block.type, **(block.model_extra or {})}
+
+
+def loaded_tools(messages: Sequence[MessageParam]) -> frozenset[str]:
+    """Deferred tools that tool searches found earlier in the conversation."""
+    return frozenset(
+        name
+        for message in messages
+        if not isinstance(message.content, str)
+        for block in message.content
+        if isinstance(block, ServerContentBlockParam) and block.type == "tool_search_tool_result"
+        for name in found_tools(_fields(block))
+    )
+
+
+def server_call(block: ServerContentBlockParam, path: str, role: str) -> ToolCall:
+    """A `server_tool_use` block as the call it was."""
+    raw = _fields(block)
+    if role != "assistant":
+        raise InvalidRequestError(f"{path}: server_tool_use blocks may only appear in assistant messages")
+    tool_id, name, arguments = raw.get("id"), raw.get("name"), raw.get("input")
+    if not isinstance(tool_id, str) or not _SERVER_ID.match(tool_id):
+        raise InvalidRequestError(f"{path}.id: String should match pattern '^srvtoolu_[a-zA-Z0-9_]+$'")
+    if not isinstance(name, str):
+        raise InvalidRequestError(f"{path}.name: Field required")
+    if not isinstance(arguments, dict):
+        raise InvalidRequestError(f"{path}.input: Input should be a valid dictionary")
+    return ToolCall(tool_id, name, arguments)
+
+
+def server_result_turn(
+    block: ServerContentBlockParam,
+    path: str,
+    calls: Mapping[str, ToolCall],
+    tools: Mapping[str, ToolDefinition],
+) -> Turn:
+    """A result block as the `tool` turn the model read; it must answer an earlier call of its
+    message."""
+    raw = _fields(block)
+    tool_use_id = raw.get("tool_use_id")
+    if not isinstance(tool_use_id, str) or tool_use_id not in calls:
+        raise InvalidRequestError(
+            f"{path}.tool_use_id: a {block.type} block must follow the server_tool_use it answers,"
+            " in the same message"
+        )
+    text, is_error = result_text(raw, tools, path)
+    return Turn("tool", text, tool_call_id=tool_use_id, name=calls[tool_use_id].name, is_error=is_error)
+
+
+def pending_call(messages: Sequence[MessageParam]) -> ToolCall | None:
+    """The server_tool_use that ends the final assistant message with no result after it: a turn
+    paused before the server ran the call, sent back to go on (the server runs it first)."""
+    last = messages[-1] if messages else None
+    if last is None or last.role != "assistant" or isinstance(last.content, str) or not last.content:
+        return None
+    block = last.content[-1]
+    if not isinstance(block, ServerContentBlockParam) or block.type != "server_tool_use":
+        return None
+    return server_call(block, f"messages.{len(messages) - 1}.content.{len(last.content) - 1}", "assistant")

@@ -1,0 +1,247 @@
+"""The server-tool loop: one turn, several generations.
+
+The model writes a call of a server tool like any call; the loop turns it into a
+`server_tool_use` block (a `srvtoolu_` id), runs the tool, answers with the result block, and
+once the generation ends on its calls feeds the calls and results back into the prompt and
+generates again, in the same turn and the same response. It stops when the model ends without
+calling a server tool, when it calls a client tool (the client must answer: `tool_use`), when
+the turn's `max_tokens` is spent, or after `max_iterations` generations, with `pause_turn`:
+the client sends the turn back as it is and the next request goes on from there.
+
+A forced `tool_choice` holds the first generation only; later ones are `auto` over every tool
+callable by then (deferred tools included once a tool search has found them). Thinking, when
+on, happens in the first generation only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from reference_server.assembly import Outcome, Piece
+from reference_server.engine.base import Generation, Grammar, ToolCall, Turn
+from reference_server.errors import InvalidRequestError, OverloadedError
+from reference_server.ids import new_server_tool_use_id
+from reference_server.prepared import PreparedMessage
+from reference_server.protocol import ServerToolResultBlock
+from reference_server.tools.calls import ArgsPiece, CallEnd, CallStart
+from reference_server.tools.definitions import ToolDefinition, ToolPolicy
+from reference_server.tools.grammar import response_grammar
+
+from .definitions import ToolSearchConfig, WebFetchConfig
+from .fetch import FetchFailed, FetchPolicy, WebFetcher
+from .pieces import ServerCallStart, ServerResult
+from .results import fetch_error, fetch_result, found_tools, result_text, search_error, search_result
+from .search import Searchable, SearchError, search_tools
+
+__all__ = [
+    "DEFAULT_MAX_ITERATIONS",
+    "ServerToolPlan",
+    "ServerToolRuntime",
+    "TurnHost",
+    "TurnState",
+    "server_tool_turn",
+]
+
+DEFAULT_MAX_ITERATIONS = 10  # generations in one turn before `pause_turn`, as the API's loop
+
+
+@dataclass(frozen=True, slots=True)
+class ServerToolPlan:
+    """What a request's server tools need during its turn."""
+
+    tools: tuple[ToolDefinition, ...]  # every tool of the request
+    loaded: frozenset[str]  # deferred tools found earlier in the conversation
+    parallel: bool
+    output_schema: Mapping[str, Any] | None
+    context_window: int
+    # The result of a server_tool_use the client sent back unanswered (a turn paused before the
+    # server ran it): run before generating, shown first. (tool name, result block)
+    resumed: tuple[tuple[str, ServerToolResultBlock], ...] = ()
+
+    def tool(self, name: str) -> ToolDefinition | None:
+        return next((tool for tool in self.tools if tool.name == name), None)
+
+
+class TurnHost(Protocol):
+    """What the loop needs of the service (serving.py)."""
+
+    def run(self, prepared: PreparedMessage, deltas: Generation) -> AsyncIterator[Piece]: ...
+
+    async def start(self, prepared: PreparedMessage) -> Generation: ...
+
+    async def continued(
+        self, prepared: PreparedMessage, turns: tuple[Turn, ...], max_tokens: int
+    ) -> PreparedMessage: ...
+
+
+@dataclass(slots=True)
+class _Call:
+    id: str
+    name: str
+    parts: list[str] = field(default_factory=list)
+
+    def input(self) -> dict[str, Any]:
+        try:
+            value = json.loads("".join(self.parts))
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
+
+
+@dataclass(slots=True)
+class TurnState:
+    """What a turn's server tools have done so far."""
+
+    context: str  # the conversation's text, and what was fetched: where a URL must appear first
+    loaded: set[str]
+    uses: Counter[str] = field(default_factory=Counter)
+
+
+class ServerToolRuntime:
+    """Runs server tools for the service: the operator's fetch policy and the iteration limit."""
+
+    def __init__(
+        self,
+        fetch: FetchPolicy | None = None,
+        max_iterations: int = DEFAULT_MAX_ITERATIONS,
+        fetcher: WebFetcher | None = None,
+    ) -> None:
+        self.fetcher = fetcher or WebFetcher(fetch or FetchPolicy())
+        self.max_iterations = max_iterations
+
+    async def execute(
+        self, call: ToolCall, tool: ToolDefinition, plan: ServerToolPlan, state: TurnState
+    ) -> ServerToolResultBlock:
+        arguments = call.arguments
+        config = tool.server
+        state.uses[call.name] += 1
+        if isinstance(config, ToolSearchConfig):
+            query = arguments.get("query")
+            if not isinstance(query, str):
+                return search_error(call.id, "the input needs a string `query`")
+            deferred = [Searchable(t.name, t.description, t.input_schema) for t in plan.tools if t.deferred]
+            try:
+                names = search_tools(config.kind, query, deferred)
+            except SearchError as exc:
+                return search_error(call.id, str(exc))
+            state.loaded.update(names)
+            return search_result(call.id, names)
+        assert isinstance(config, WebFetchConfig)
+        url = arguments.get("url")
+        if not isinstance(url, str):
+            return fetch_error(call.id, "invalid_tool_input")
+        if config.max_uses is not None and state.uses[call.name] > config.max_uses:
+            return fetch_error(call.id, "max_uses_exceeded")
+        if url not in state.context and url.rstrip("/") not in state.context:
+            return fetch_error(call.id, "url_not_in_prior_context")
+        try:
+            fetched = await self.fetcher.fetch(url, config)
+        except FetchFailed as exc:
+            return fetch_error(call.id, exc.code)
+        if fetched.media_type == "text/plain":
+            state.context += "\n" + fetched.data  # links on a fetched page may be fetched next
+        return fetch_result(call.id, fetched)
+
+
+def continuation_grammar(plan: ServerToolPlan, loaded: set[str]) -> Grammar | None:
+    callable_tools = tuple(t for t in plan.tools if not t.deferred or t.name in loaded)
+    return response_grammar(ToolPolicy("auto", callable_tools, plan.parallel), plan.output_schema)
+
+
+def server_tool_counts(uses: Counter[str]) -> dict[str, int]:
+    """`usage.server_tool_use`: requests made per tool, under the documented counters."""
+    return {"web_search_requests": uses["web_search"], "web_fetch_requests": uses["web_fetch"]}
+
+
+async def server_tool_turn(
+    host: TurnHost,
+    runtime: ServerToolRuntime,
+    prepared: PreparedMessage,
+    generation: Generation,
+    plan: ServerToolPlan,
+) -> AsyncIterator[Piece]:
+    """`host.run`'s pieces over every generation of the turn, server calls and their results
+    among them, then one Outcome for the whole turn."""
+    turns = list(prepared.request.turns)
+    state = TurnState("\n".join(turn.text for turn in turns), set(plan.loaded))
+    for name, block in plan.resumed:  # a call the client sent back unanswered, run in prepare
+        state.uses[name] += 1
+        yield ServerResult(block)
+    output_tokens = 0
+    current, deltas = prepared, generation
+    for iteration in range(1, runtime.max_iterations + 1):
+        text: list[str] = []
+        executed: list[tuple[_Call, ServerToolResultBlock]] = []
+        call: _Call | None = None
+        client_calls = 0
+        outcome: Outcome | None = None
+        async for piece in host.run(current, deltas):
+            if isinstance(piece, Outcome):
+                outcome = piece
+                continue
+            if isinstance(piece, CallStart):
+                tool = plan.tool(piece.name)
+                if tool is not None and tool.server is not None:
+                    call = _Call(new_server_tool_use_id(), piece.name)
+                    yield ServerCallStart(call.id, call.name)
+                    continue
+                call, client_calls = None, client_calls + 1
+            elif isinstance(piece, ArgsPiece) and call is not None:
+                call.parts.append(piece.json)
+            elif isinstance(piece, CallEnd) and call is not None:
+                yield piece
+                if piece.complete:
+                    tool = plan.tool(call.name)
+                    assert tool is not None
+                    block = await runtime.execute(
+                        ToolCall(call.id, call.name, call.input()), tool, plan, state
+                    )
+                    executed.append((call, block))
+                    yield ServerResult(block)
+                call = None
+                continue
+            elif isinstance(piece, str):
+                text.append(piece)
+            yield piece
+        assert outcome is not None
+        output_tokens += outcome.output_tokens
+        counts = server_tool_counts(state.uses)
+
+        if outcome.stop_reason != "tool_use" or client_calls or not executed:
+            yield replace(outcome, output_tokens=output_tokens, server_tool_use=counts)
+            return
+        if iteration == runtime.max_iterations:
+            break
+        remaining = prepared.request.max_tokens - output_tokens
+        if remaining <= 0:
+            yield Outcome("max_tokens", None, output_tokens, counts)
+            return
+        calls = tuple(ToolCall(c.id, c.name, c.input()) for c, _ in executed)
+        turns.append(Turn("assistant", "".join(text), tool_calls=calls))
+        by_name = {tool.name: tool for tool in plan.tools}
+        for index, (c, block) in enumerate(executed):
+            result, is_error = result_text(block, by_name, f"server_tool_result.{index}")
+            turns.append(Turn("tool", result, tool_call_id=c.id, name=c.name, is_error=is_error))
+        grammar = continuation_grammar(plan, state.loaded)
+        try:
+            current = await host.continued(
+                replace(prepared, request=replace(prepared.request, constraint=grammar)),
+                tuple(turns),
+                remaining,
+            )
+            deltas = await host.start(current)
+        except InvalidRequestError:  # the results left no room in the context window
+            yield Outcome("model_context_window_exceeded", None, output_tokens, counts)
+            return
+        except OverloadedError:  # no room to go on now: the client resumes the turn later
+            break
+    yield Outcome("pause_turn", None, output_tokens, server_tool_counts(state.uses))
+
+
+def loaded_from_history(blocks: list[Mapping[str, Any]]) -> frozenset[str]:
+    """Deferred tools found by tool searches in earlier turns."""
+    return frozenset(name for block in blocks for name in found_tools(block))

@@ -1,0 +1,24 @@
+"""What the server-tool loop adds to a generation's pieces (assembly.py turns them into blocks)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reference_server.protocol import ServerToolResultBlock
+
+__all__ = ["ServerCallStart", "ServerResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerCallStart:
+    """A call of a server tool begins: a `server_tool_use` block (its input follows as ArgsPieces)."""
+
+    id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ServerResult:
+    """The server ran the call: its result block, whole."""
+
+    block: ServerToolResultBlock

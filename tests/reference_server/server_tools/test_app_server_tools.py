@@ -1,0 +1,389 @@
+"""Server tools over HTTP with the scripted engine (in process): tool search, web fetch against a
+loopback site, the loop (results fed back, pause_turn, resumption), usage, deferred tools, the
+Anthropic-defined client tools, and redacted thinking. The scripted engine does not apply
+grammars; test_server_tools_e2e.py runs the same on MLX."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+
+from reference_server.engine.base import EngineRequest, ToolCall
+from reference_server.engine.scripted import ScriptedEngine
+from reference_server.engine.toolformat import render_call
+from reference_server.thinking.rules import REDACTED_THINKING_TRIGGER
+
+from ..conftest import HEADERS, make_client
+from ..test_app import assert_error, sse_events
+from .pages import serving_pages
+
+WEATHER = {
+    "name": "get_weather",
+    "description": "Weather of a city",
+    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    "defer_loading": True,
+}
+CLOCK = {"name": "get_time", "description": "The time", "input_schema": {"type": "object", "properties": {}}}
+REGEX = {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"}
+BM25 = {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
+FETCH = {"type": "web_fetch_20250910", "name": "web_fetch"}
+
+
+def calling(*calls: ToolCall, then: str = "Done.") -> Callable[[EngineRequest], str]:
+    """A model that makes `calls` (one per generation) while the prompt ends with fewer results,
+    then writes `then`."""
+
+    def reply(request: EngineRequest) -> str:
+        results = sum(turn.role == "tool" for turn in request.turns)
+        return render_call(calls[results]) if results < len(calls) else then
+
+    return reply
+
+
+def client_for(reply: Callable[[EngineRequest], str] | str, **settings):
+    engine = ScriptedEngine(reply, model_id="scripted", context_window=8192)
+    client = make_client(engine, **settings)
+    client.headers.update(HEADERS)
+    return client, engine
+
+
+def body(tools, content="Weather in Paris?", **changes):
+    return {
+        "model": "scripted",
+        "max_tokens": 600,
+        "messages": [{"role": "user", "content": content}],
+        "tools": tools,
+        **changes,
+    }
+
+
+def refused(response, words: str) -> None:
+    assert words in assert_error(response, 400, "invalid_request_error")["error"]["message"]
+
+
+def types(message):
+    return [block["type"] for block in message["content"]]
+
+
+@pytest.mark.parametrize(("search", "query"), [(REGEX, "weath.r"), (BM25, "weather of a city")])
+def test_a_tool_search_finds_a_deferred_tool_and_the_turn_goes_on(search, query):
+    found = ToolCall("x", search["name"], {"query": query})
+    client, engine = client_for(calling(found, ToolCall("y", "get_weather", {"city": "Paris"})))
+    with client:
+        message = client.post("/v1/messages", json=body([search, WEATHER, CLOCK])).json()
+    assert types(message) == ["server_tool_use", "tool_search_tool_result", "tool_use"]
+    use, result, call = message["content"]
+    assert use["id"].startswith("srvtoolu_")
+    assert use["name"] == search["name"]
+    assert use["input"] == {"query": query}
+    assert result["tool_use_id"] == use["id"]
+    assert result["content"] == {
+        "type": "tool_search_tool_search_result",
+        "tool_references": [{"type": "tool_reference", "tool_name": "get_weather"}],
+    }
+    assert (call["name"], message["stop_reason"]) == ("get_weather", "tool_use")
+    first, second = engine.requests
+    assert "get_weather" not in first.constraint.lark
+    assert "get_weather" in second.constraint.lark
+    assert not any(tool.name == "get_weather" for tool in first.tools)  # deferred: not in the prompt
+    assert "get_weather" in second.turns[-1].text  # the search result shows its definition
+
+
+def test_deferred_tools_count_nothing_until_found():
+    client, _ = client_for("x")
+
+    def count(tools):
+        request = {key: value for key, value in body(tools).items() if key != "max_tokens"}
+        response = client.post("/v1/messages/count_tokens", json=request)
+        assert response.status_code == 200, response.text
+        return response.json()["input_tokens"]
+
+    with client:
+        assert count([REGEX, CLOCK, WEATHER]) == count([REGEX, CLOCK])
+        assert count([REGEX, CLOCK, {**WEATHER, "defer_loading": False}]) > count([REGEX, CLOCK])
+
+
+def test_a_tool_found_earlier_is_callable_and_a_deferred_one_is_not():
+    client, _ = client_for("x")
+    history = [
+        {"role": "user", "content": "Weather?"},
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "server_tool_use",
+                    "id": "srvtoolu_1",
+                    "name": "tool_search_tool_regex",
+                    "input": {"query": "w"},
+                },
+                {
+                    "type": "tool_search_tool_result",
+                    "tool_use_id": "srvtoolu_1",
+                    "content": {
+                        "type": "tool_search_tool_search_result",
+                        "tool_references": [{"type": "tool_reference", "tool_name": "get_weather"}],
+                    },
+                },
+            ],
+        },
+        {"role": "user", "content": "Go on."},
+    ]
+    forced = {"type": "tool", "name": "get_weather"}
+    with client:
+        found = client.post(
+            "/v1/messages", json={**body([REGEX, WEATHER, CLOCK]), "messages": history, "tool_choice": forced}
+        )
+        assert found.status_code == 200, found.text
+        refused_call = client.post("/v1/messages", json=body([REGEX, WEATHER, CLOCK], tool_choice=forced))
+        refused(refused_call, "defer_loading")
+
+
+@pytest.mark.parametrize(
+    ("tools", "words"),
+    [
+        ([WEATHER], "at least one tool must be loaded"),
+        ([WEATHER, CLOCK], "need a tool search tool"),
+        ([{**REGEX, "defer_loading": True}, CLOCK], "cannot itself be deferred"),
+        ([{**REGEX, "name": "search"}], "tools.0.name: Input should be 'tool_search_tool_regex'"),
+        ([{**FETCH, "allowed_domains": ["a.com"], "blocked_domains": ["b.com"]}], "cannot both be set"),
+        ([{**FETCH, "max_uses": 0}], "tools.0.max_uses"),
+        ([{**FETCH, "citations": {"enabled": True}}], "citations are not supported"),
+        ([{"type": "web_search_20250305", "name": "web_search"}], "no web search provider"),
+        ([{"type": "code_execution_20250825", "name": "code_execution"}], "isolated sandbox"),
+        (
+            [
+                {
+                    "type": "computer_20250124",
+                    "name": "computer",
+                    "display_width_px": 8,
+                    "display_height_px": 8,
+                }
+            ],
+            "computer use",
+        ),
+        ([{"type": "mcp_toolset", "mcp_server_name": "x"}], "MCP connector"),
+        ([{"type": "bash_20250124", "name": "shell"}], "tools.0.name: Input should be 'bash'"),
+        (
+            [{"type": "text_editor_20250124", "name": "str_replace_editor", "max_characters": 9}],
+            "max_characters",
+        ),
+    ],
+)
+def test_tool_rules_are_400s_naming_the_problem(tools, words):
+    client, _ = client_for("x")
+    with client:
+        refused(client.post("/v1/messages", json=body(tools)), words)
+
+
+@pytest.mark.parametrize(
+    ("tool", "name", "command"),
+    [
+        ({"type": "bash_20250124", "name": "bash"}, "bash", {"command": "ls"}),
+        (
+            {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool", "max_characters": 500},
+            "str_replace_based_edit_tool",
+            {"command": "view", "path": "/a.txt"},
+        ),
+        (
+            {"type": "text_editor_20250124", "name": "str_replace_editor"},
+            "str_replace_editor",
+            {"command": "undo_edit", "path": "/a.txt"},
+        ),
+        ({"type": "memory_20250818", "name": "memory"}, "memory", {"command": "view", "path": "/memories"}),
+    ],
+)
+def test_anthropic_defined_client_tools_are_tool_use_blocks_under_their_names(tool, name, command):
+    client, engine = client_for(render_call(ToolCall("x", name, command)))
+    with client:
+        message = client.post(
+            "/v1/messages", json=body([tool], tool_choice={"type": "tool", "name": name})
+        ).json()
+        (call,) = message["content"]
+        assert (call["type"], call["name"], call["input"], message["stop_reason"]) == (
+            "tool_use",
+            name,
+            command,
+            "tool_use",
+        )
+        assert call["id"].startswith("toolu_")
+        (spec,) = engine.requests[0].tools
+        assert spec.parameters["properties"]["command"]  # the documented schema the model is held to
+        answered = body(
+            [tool],
+            messages=[
+                {"role": "user", "content": "Go"},
+                {"role": "assistant", "content": [call]},
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": "ok"}],
+                },
+            ],
+        )
+        assert client.post("/v1/messages", json=answered).status_code == 200
+
+
+def test_web_fetch_reads_a_page_when_private_fetches_are_allowed():
+    with serving_pages() as site:
+        url = f"{site.url}/page"
+        client, engine = client_for(
+            calling(ToolCall("x", "web_fetch", {"url": url})), allow_private_fetch=True
+        )
+        with client:
+            message = client.post("/v1/messages", json=body([FETCH], f"Read {url}")).json()
+    assert types(message) == ["server_tool_use", "web_fetch_tool_result", "text"]
+    use, result, _ = message["content"]
+    content = result["content"]
+    assert (result["tool_use_id"], content["type"], content["url"]) == (use["id"], "web_fetch_result", url)
+    assert content["retrieved_at"].endswith("Z")
+    document = content["content"]
+    assert document["title"] == "Plumb page"
+    assert document["source"] == {
+        "type": "text",
+        "media_type": "text/plain",
+        "data": "The plumb line is vertical.",
+    }
+    assert message["usage"]["server_tool_use"] == {"web_search_requests": 0, "web_fetch_requests": 1}
+    assert "The plumb line is vertical." in engine.requests[1].turns[-1].text
+    assert site.hits == ["/page"]
+
+
+@pytest.mark.parametrize(
+    ("path", "config", "code"),
+    [
+        ("/image", {}, "unsupported_content_type"),
+        ("/missing", {}, "url_not_accessible"),
+        ("/page", {"blocked_domains": ["127.0.0.1"]}, "url_not_allowed"),
+        ("/page", {"allowed_domains": ["example.com"]}, "url_not_allowed"),
+    ],
+)
+def test_web_fetch_failures_are_error_result_blocks(path, config, code):
+    with serving_pages() as site:
+        url = site.url + path
+        client, _ = client_for(calling(ToolCall("x", "web_fetch", {"url": url})), allow_private_fetch=True)
+        with client:
+            response = client.post("/v1/messages", json=body([{**FETCH, **config}], f"Read {url}"))
+    assert response.status_code == 200
+    result = response.json()["content"][1]
+    assert result["content"] == {"type": "web_fetch_tool_result_error", "error_code": code}
+
+
+def test_loopback_is_refused_by_default_without_a_request():
+    with serving_pages() as site:
+        url = f"{site.url}/page"
+        client, _ = client_for(calling(ToolCall("x", "web_fetch", {"url": url})))
+        with client:
+            message = client.post("/v1/messages", json=body([FETCH], f"Read {url}")).json()
+        assert message["content"][1]["content"] == {
+            "type": "web_fetch_tool_result_error",
+            "error_code": "url_not_allowed",
+        }
+        assert site.hits == []  # refused before any byte was sent
+
+
+def test_only_urls_already_in_the_conversation_are_fetched_and_max_uses_holds():
+    with serving_pages() as site:
+        url = f"{site.url}/plain"
+        fetches = [ToolCall(str(i), "web_fetch", {"url": url}) for i in range(3)]
+        client, _ = client_for(calling(*fetches), allow_private_fetch=True)
+        with client:
+            absent = client.post("/v1/messages", json=body([FETCH], "Read the page")).json()
+            limited = client.post("/v1/messages", json=body([{**FETCH, "max_uses": 2}], f"Read {url}")).json()
+    codes = [
+        b["content"].get("error_code") for b in absent["content"] if b["type"] == "web_fetch_tool_result"
+    ]
+    assert codes == ["url_not_in_prior_context"] * 3
+    codes = [
+        b["content"].get("error_code") for b in limited["content"] if b["type"] == "web_fetch_tool_result"
+    ]
+    assert codes == [None, None, "max_uses_exceeded"]
+    assert limited["usage"]["server_tool_use"]["web_fetch_requests"] == 3
+    assert site.hits == ["/plain", "/plain"]
+
+
+def test_past_the_iteration_limit_the_turn_pauses_and_resumes_where_it_stopped():
+    with serving_pages() as site:
+        url = f"{site.url}/plain"
+        fetch = ToolCall("x", "web_fetch", {"url": url})
+        client, engine = client_for(calling(fetch, fetch), allow_private_fetch=True, server_tool_iterations=1)
+        with client:
+            paused = client.post("/v1/messages", json=body([FETCH], f"Read {url}")).json()
+            assert paused["stop_reason"] == "pause_turn"
+            assert types(paused) == ["server_tool_use", "web_fetch_tool_result"]
+            resumed = body(
+                [FETCH],
+                messages=[
+                    {"role": "user", "content": f"Read {url}"},
+                    {"role": "assistant", "content": paused["content"]},
+                ],
+            )
+            again = client.post("/v1/messages", json=resumed).json()
+            assert again["stop_reason"] == "pause_turn"
+            assert types(again) == types(paused)
+            # The resumed prompt is the first one with the call and its result in it.
+            assert engine.requests[1].turns[-1].text.endswith("Just text.")
+            pending = body(
+                [FETCH],
+                messages=[
+                    {"role": "user", "content": f"Read {url}"},
+                    {"role": "assistant", "content": paused["content"][:1]},
+                ],
+            )
+            ran = client.post("/v1/messages", json=pending).json()  # paused before the call ran
+            assert types(ran)[0] == "web_fetch_tool_result"
+            assert ran["content"][0]["tool_use_id"] == paused["content"][0]["id"]
+
+
+def test_streamed_server_tool_blocks():
+    with serving_pages() as site:
+        url = f"{site.url}/plain"
+        client, _ = client_for(calling(ToolCall("x", "web_fetch", {"url": url})), allow_private_fetch=True)
+        with client:
+            plain = client.post("/v1/messages", json=body([FETCH], f"Read {url}")).json()
+            events = sse_events(
+                client.post("/v1/messages", json=body([FETCH], f"Read {url}", stream=True)).text
+            )
+    starts = [e for e in events if e["type"] == "content_block_start"]
+    assert [s["content_block"]["type"] for s in starts] == types(plain)
+    use_start, result_start = starts[0], starts[1]
+    assert use_start["content_block"]["input"] == {}
+    deltas = [e for e in events if e["type"] == "content_block_delta"]
+    fragments = [e["delta"]["partial_json"] for e in deltas if e["index"] == use_start["index"]]
+    assert json.loads("".join(fragments)) == {"url": url}
+    assert result_start["content_block"]["content"]["type"] == "web_fetch_result"  # whole at its start
+    assert not [e for e in deltas if e["index"] == result_start["index"]]
+    delta = next(e for e in events if e["type"] == "message_delta")
+    assert delta["usage"]["server_tool_use"] == {"web_search_requests": 0, "web_fetch_requests": 1}
+
+
+def test_the_documented_test_string_gets_redacted_thinking_that_can_be_sent_back():
+    client, _ = client_for("secret reasoning\n\nThe answer.")
+    thinking = {"type": "enabled", "budget_tokens": 1024}
+    with client:
+        message = client.post(
+            "/v1/messages", json=body(None, REDACTED_THINKING_TRIGGER, thinking=thinking, max_tokens=2000)
+        ).json()
+        redacted = message["content"][0]
+        assert redacted["type"] == "redacted_thinking"
+        assert redacted["data"]
+        assert "secret" not in json.dumps(message)
+        history = [
+            {"role": "user", "content": REDACTED_THINKING_TRIGGER},
+            {"role": "assistant", "content": message["content"]},
+            {"role": "user", "content": "And?"},
+        ]
+        again = client.post(
+            "/v1/messages", json=body(None, thinking=thinking, max_tokens=2000, messages=history)
+        )
+        assert again.status_code == 200, again.text
+        broken = [
+            {**history[1], "content": [{"type": "redacted_thinking", "data": redacted["data"][:-4] + "AAAA"}]}
+        ]
+        changed = [history[0], *broken, history[2]]
+        refused(
+            client.post(
+                "/v1/messages", json=body(None, thinking=thinking, max_tokens=2000, messages=changed)
+            ),
+            "redacted_thinking",
+        )
