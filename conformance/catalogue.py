@@ -47,6 +47,7 @@ AREAS = (
     "DOC",  # documents and citations
     "IMG",  # images
     "CTX",  # context management edits
+    "SRVTOOL",  # Anthropic's own tools: server tools (tool search, web fetch), bash, text editor
     "TOKENS",
     "MODELS",
     "BATCH",

@@ -34,6 +34,9 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 PROPERTIES_DIR = PACKAGE_DIR / "properties"
 REFERENCE_PROFILE = PACKAGE_DIR / "profiles" / "reference.toml"
 DEFAULT_SERVER_MODEL = "smollm2-135m-instruct"
+# The judged reference server pauses a server-tool turn after one generation, so that pause_turn
+# and its resumption (SRVTOOL-010) are judged whatever the model does after a forced call.
+JUDGED_SERVER_ARGS = ("--server-tool-iterations", "1")
 # Enough to keep a server busy while each worker waits on its answers; a server that batches
 # requests answers four at once nearly as fast as one.
 DEFAULT_JOBS = 4
@@ -115,7 +118,8 @@ def _target(args: argparse.Namespace, run_id: str) -> Iterator[tuple[str, str | 
     log = args.report_dir / "reference" / run_id / "server.log"
     console.print(escape(f"starting the reference server ({args.server_model}); log: {log}"))
     try:
-        with reference_server(args.server_model, log=log, args=args.server_arg, api_key=args.api_key) as url:
+        server_args = [*JUDGED_SERVER_ARGS, *args.server_arg]  # a --server-arg given wins (it comes last)
+        with reference_server(args.server_model, log=log, args=server_args, api_key=args.api_key) as url:
             console.print(escape(f"reference server ready at {url}"))
             yield url, args.model or args.server_model, args.profile or REFERENCE_PROFILE
     except ServerFailedToStart as exc:

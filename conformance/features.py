@@ -32,6 +32,7 @@ import httpx
 
 from conformance.drivers import message_body
 from conformance.target import Target
+from conformance.tooluse import BASH, fetch_body, forced_tool, search_body, tool_body
 
 __all__ = [
     "CAPABILITY_PATHS",
@@ -83,10 +84,28 @@ def _structured_probe(target: Target) -> dict[str, Any]:
     )
 
 
+def _search_probe(target: Target) -> dict[str, Any]:
+    return search_body(target, max_tokens=PROBE_MAX_TOKENS)
+
+
+def _fetch_probe(target: Target) -> dict[str, Any]:
+    return fetch_body(target, max_tokens=PROBE_MAX_TOKENS)
+
+
+def _builtin_probe(target: Target) -> dict[str, Any]:
+    return tool_body(target, tools=[BASH], tool_choice=forced_tool("bash"), max_tokens=PROBE_MAX_TOKENS)
+
+
+PROBE_MAX_TOKENS = 64  # a server tool's or bash's forced call is short; the answer is not judged
+
 # Features that one request can show: (what the request is, how to build it).
 PROBED: dict[str, tuple[str, Callable[[Target], dict[str, Any]]]] = {
     "tools": ("a forced tool call", _tools_probe),
     "structured_outputs": ("a request with output_config.format", _structured_probe),
+    # Anthropic's own tools: a server that does not run them refuses their types with a 400.
+    "tool_search": ("a forced tool_search_tool_regex_20251119 call", _search_probe),
+    "web_fetch": ("a forced web_fetch_20250910 call", _fetch_probe),
+    "builtin_tools": ("a forced bash_20250124 call", _builtin_probe),
 }
 
 

@@ -22,6 +22,9 @@ context_management = false         # context_management.edits (beta), and each e
 clear_thinking = false             #   clear_thinking_20251015
 clear_tool_uses = false            #   clear_tool_uses_20250919
 compaction = false                 #   compact_20260112
+tool_search = false                # Anthropic's own tools: tool search (server tool),
+web_fetch = false                  #   web fetch (server tool),
+builtin_tools = false              #   bash and text_editor (client tools)
 [aliases]                          # model names the target also answers to
 "claude-sonnet-4-5" = "my-model"
 ```
@@ -48,6 +51,9 @@ FEATURES = (
     "clear_thinking",
     "clear_tool_uses",
     "compaction",
+    "tool_search",  # tool_search_tool_regex / _bm25 (server tools)
+    "web_fetch",  # web_fetch_20250910 and later (a server tool)
+    "builtin_tools",  # Anthropic-defined client tools: bash, text_editor
 )
 
 

@@ -23,18 +23,31 @@ from conformance.drivers import StreamRun, message_body
 from conformance.target import Target
 
 __all__ = [
+    "BASH",
     "COLOUR_SCHEMA",
+    "DEFERRED_TOOL",
+    "EDITOR",
+    "FETCH_PROMPT",
     "ONE_CALL",
+    "REGEX_SEARCH",
+    "SEARCH_PROMPT",
+    "SERVER_TOOL_ID",
     "SHAPE_SCHEMA",
     "STRUCTURED_PROMPT",
     "TOOLS",
     "TOOL_MAX_TOKENS",
     "TOOL_PROMPT",
+    "WEB_FETCH",
+    "WEB_FETCH_ERROR_CODES",
     "StreamedToolCall",
+    "blocks_of",
     "colour_tool",
     "expect_valid_instance",
+    "fetch_body",
+    "forced_tool",
     "parse_json_text",
     "schema_errors",
+    "search_body",
     "streamed_text_blocks",
     "streamed_tool_calls",
     "structured_body",
@@ -194,9 +207,10 @@ class StreamedToolCall:
         return "".join(self.fragments)
 
 
-def streamed_tool_calls(run: StreamRun) -> list[StreamedToolCall]:
-    """The tool_use blocks of a raw stream, in start order, with their input_json_delta
-    fragments (events of another or no shape are the grammar's and the schemas' to judge)."""
+def streamed_tool_calls(run: StreamRun, kind: str = "tool_use") -> list[StreamedToolCall]:
+    """The tool_use (or `kind`: server_tool_use) blocks of a raw stream, in start order, with
+    their input_json_delta fragments (events of another or no shape are the grammar's and the
+    schemas' to judge)."""
     calls: dict[int, StreamedToolCall] = {}
     for event in run.events:
         index = event.get("index")
@@ -204,7 +218,7 @@ def streamed_tool_calls(run: StreamRun) -> list[StreamedToolCall]:
             continue
         if event.get("type") == "content_block_start":
             block = event.get("content_block")
-            if isinstance(block, dict) and block.get("type") == "tool_use":
+            if isinstance(block, dict) and block.get("type") == kind:
                 calls[index] = StreamedToolCall(index, block)
         elif event.get("type") == "content_block_delta" and index in calls:
             delta = event.get("delta")
@@ -235,3 +249,69 @@ def streamed_text_blocks(run: StreamRun) -> list[str]:
             ):
                 texts[index].append(delta["text"])
     return ["".join(parts) for parts in texts.values()]
+
+
+# ---- Anthropic's own tools: server tools (tool search, web fetch) and Anthropic-defined
+# client tools (bash, text editor), each forced with tool_choice as above.
+
+REGEX_SEARCH: dict[str, Any] = {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"}
+WEB_FETCH: dict[str, Any] = {"type": "web_fetch_20250910", "name": "web_fetch", "max_uses": 1}
+BASH: dict[str, Any] = {"type": "bash_20250124", "name": "bash"}
+EDITOR: dict[str, Any] = {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool"}
+# Found only by a search: the prompt does not list it (defer_loading).
+DEFERRED_TOOL: dict[str, Any] = {
+    "name": "get_tide",
+    "description": "The height of the tide at a harbour.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"harbour": {"type": "string", "enum": ["brest", "dover"]}},
+        "required": ["harbour"],
+        "additionalProperties": False,
+    },
+    "defer_loading": True,
+}
+SEARCH_PROMPT = "Find a tool that tells the tide, then use it for Brest."
+FETCH_PROMPT = "Fetch a web page with the web_fetch tool and summarise it."
+# The documented error codes of web fetch results (SDK web_fetch_tool_result_error_code.py).
+WEB_FETCH_ERROR_CODES = frozenset(
+    {
+        "invalid_tool_input",
+        "url_too_long",
+        "url_not_allowed",
+        "url_not_in_prior_context",
+        "url_not_accessible",
+        "unsupported_content_type",
+        "too_many_requests",
+        "max_uses_exceeded",
+        "unavailable",
+    }
+)
+SERVER_TOOL_ID = r"^srvtoolu_[a-zA-Z0-9_]+$"  # the schema's pattern (ServerToolUseBlock.id)
+
+
+def forced_tool(name: str) -> dict[str, Any]:
+    return {"type": "tool", "name": name, "disable_parallel_tool_use": True}
+
+
+def search_body(target: Target, **changes: Any) -> dict[str, Any]:
+    """A forced regex tool search over one deferred tool and one loaded one."""
+    return tool_body(
+        target,
+        tools=[REGEX_SEARCH, DEFERRED_TOOL, SHAPE_TOOL],
+        tool_choice=forced_tool("tool_search_tool_regex"),
+        prompt=SEARCH_PROMPT,
+        **changes,
+    )
+
+
+def fetch_body(target: Target, prompt: str = FETCH_PROMPT, **changes: Any) -> dict[str, Any]:
+    """A forced web fetch (at most one use)."""
+    return tool_body(
+        target, tools=[WEB_FETCH], tool_choice=forced_tool("web_fetch"), prompt=prompt, **changes
+    )
+
+
+def blocks_of(message: Any, kind: str, *, where: str = "the Message") -> list[dict[str, Any]]:
+    """The content blocks of one `type`."""
+    content = read(message, "content", list, where=where)
+    return [block for block in content if isinstance(block, dict) and block.get("type") == kind]

@@ -108,8 +108,17 @@ class WebFetchConfig:
 
 ServerToolConfig = ToolSearchConfig | WebFetchConfig
 
-_QUERY = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
-_URL = {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]}
+# Bounded, so that a weak model's forced call ends (the API documents no bound for either).
+_QUERY = {
+    "type": "object",
+    "properties": {"query": {"type": "string", "minLength": 1, "maxLength": 100}},
+    "required": ["query"],
+}
+_URL = {
+    "type": "object",
+    "properties": {"url": {"type": "string", "minLength": 1, "maxLength": 250}},
+    "required": ["url"],
+}
 
 _DESCRIPTIONS = {
     "regex": "Search the other available tools by a Python regular expression over their names and"

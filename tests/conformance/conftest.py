@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from conformance.cli import JUDGED_SERVER_ARGS
 from conformance.launcher import reference_server
 from conformance.plugin import KEEP_EXCHANGES_ENV
 
@@ -20,7 +21,8 @@ from .suite import API_KEY, PROOF_PROFILE, SCRIPTED_PROFILE, run_suite
 def tiny_random_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Our server on the seeded tiny random model, with a key, pinging every 0.5 s."""
     log = tmp_path_factory.mktemp("tiny-random") / "server.log"
-    with reference_server("tiny-random", log=log, api_key=API_KEY, args=["--ping-interval", "0.5"]) as url:
+    args = ["--ping-interval", "0.5", *JUDGED_SERVER_ARGS]
+    with reference_server("tiny-random", log=log, api_key=API_KEY, args=args) as url:
         yield url
 
 

@@ -1,0 +1,606 @@
+"""SRVTOOL-*: Anthropic's own tools. Server tools (tool search, web fetch) run on the target
+inside the turn: their calls are `server_tool_use` blocks (`srvtoolu_` ids) answered in the same
+response by result blocks, failures are result blocks (not HTTP errors), `usage.server_tool_use`
+counts the requests, deferred tools stay out of the prompt until found, and a `pause_turn` sent
+back goes on. Anthropic-defined client tools (bash, text editor) are plain `tool_use` blocks
+under their fixed names. And the documented test string gets a `redacted_thinking` block.
+
+Each runs only on a target that serves the tool (the profile, or one probe request: a 400 for
+the tool's type means absent, conformance/features.py). Every request forces the call it judges
+(`tool_choice` naming the tool), so any model answers with one short call. Nothing here needs a
+page the target can reach: web fetch is judged on its failures and its refusal of a loopback
+address, which a correctly configured server refuses whatever network it sits in.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from conformance.catalogue import Level, prop
+from conformance.checks import (
+    Cases,
+    expect,
+    expect_equal,
+    expect_status,
+    json_object,
+    not_judged,
+    read,
+)
+from conformance.drivers import create_json, expect_stream, stream_raw
+from conformance.target import Target
+from conformance.thinking import thinking_body
+from conformance.tooluse import (
+    BASH,
+    DEFERRED_TOOL,
+    EDITOR,
+    SERVER_TOOL_ID,
+    WEB_FETCH_ERROR_CODES,
+    blocks_of,
+    fetch_body,
+    forced_tool,
+    search_body,
+    streamed_tool_calls,
+    tool_body,
+    tool_uses,
+)
+
+SEARCH = "agents-and-tools/tool-use/tool-search-tool"
+FETCH = "agents-and-tools/tool-use/web-fetch-tool"
+BASH_DOCS = "agents-and-tools/tool-use/bash-tool"
+EDITOR_DOCS = "agents-and-tools/tool-use/text-editor-tool"
+THINKING = "build-with-claude/extended-thinking"
+STOP_REASONS = "build-with-claude/handling-stop-reasons"
+MESSAGE = "the Message"
+NO_SERVER_CALL = "the forced server tool call got no server_tool_use block"
+# The string the docs give for testing redacted_thinking handling.
+REDACTED_TRIGGER = (
+    "ANTHROPIC_MAGIC_STRING_TRIGGER_REDACTED_THINKING_"
+    "46C9A13E193C177646C7398A98432ECCCE4C1253D5E2D82641AC0E52CC2876CB"
+)
+Info = dict[str, Any] | None
+
+
+def server_turn(message: Any) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The server_tool_use blocks of a Message, and the result block answering each (by id)."""
+    content = read(message, "content", list, where=MESSAGE)
+    uses = [b for b in content if isinstance(b, dict) and b.get("type") == "server_tool_use"]
+    results = {
+        b["tool_use_id"]: b
+        for b in content
+        if isinstance(b, dict)
+        and str(b.get("type", "")).endswith("_tool_result")
+        and "tool_use_id" in b
+        and isinstance(b["tool_use_id"], str)
+    }
+    return uses, results
+
+
+def expect_answered(message: Any, name: str) -> list[dict[str, Any]]:
+    """Every server_tool_use of `name` has a srvtoolu_ id and is answered, later in the same
+    content, by a result block whose tool_use_id is its id; no result answers nothing. The
+    result blocks, in order."""
+    content = read(message, "content", list, where=MESSAGE)
+    uses, _ = server_turn(message)
+    if not any(use.get("name") == name for use in uses):
+        kinds = [b.get("type") for b in content if isinstance(b, dict)]
+        expect(
+            False,
+            f"a server_tool_use block named {name!r}",
+            f"content block types {kinds}",
+            reason="no-server-call",
+        )
+    seen: dict[str, int] = {}
+    answered: list[dict[str, Any]] = []
+    for position, block in enumerate(content):
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "server_tool_use":
+            tool_id = read(block, "id", str, where="a server_tool_use block")
+            expect(
+                re.match(SERVER_TOOL_ID, tool_id) is not None,
+                f"a server_tool_use id matching {SERVER_TOOL_ID}",
+                tool_id,
+                reason="server-tool-id",
+            )
+            expect(
+                isinstance(block.get("input"), dict),
+                "its input an object",
+                block.get("input"),
+                reason="input",
+            )
+            seen[tool_id] = position
+        elif str(block.get("type", "")).endswith("_tool_result"):
+            tool_use_id = read(block, "tool_use_id", str, where=f"a {block.get('type')} block")
+            expect(
+                tool_use_id in seen,
+                "a result block answering a server_tool_use earlier in the content",
+                f"tool_use_id {tool_use_id!r}; server_tool_use ids before it: {sorted(seen)}",
+                reason="unpaired-result",
+            )
+            seen.pop(tool_use_id)
+            answered.append(block)
+    expect(
+        not seen,
+        "every server_tool_use answered by its result",
+        f"unanswered: {sorted(seen)}",
+        reason="unanswered",
+    )
+    return answered
+
+
+@prop(
+    "SRVTOOL-001",
+    Level.MUST,
+    "A tool search is a server_tool_use answered by its tool_search_tool_result",
+    url=f"{SEARCH}#how-tool-search-works",
+    requirement="A server tool's call is a server_tool_use block (id srvtoolu_…, the tool's name, an "
+    "object input) followed in the same response by its result block, whose tool_use_id is that "
+    "id; for tool search a tool_search_tool_result holding a tool_search_tool_search_result (its "
+    "tool_references) or a tool_search_tool_result_error.",
+    source="schema: ResponseServerToolUseBlock id pattern ^srvtoolu_[a-zA-Z0-9_]+$, required [id, "
+    "input, name, type]; ResponseToolSearchToolResultBlock required [content, tool_use_id, type]",
+    requires=("tool_search",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:tools[].type",
+        "request:tools[].name",
+        "request:tools[].defer_loading",
+        "request:tool_choice",
+        "block:server_tool_use",
+        "block:tool_search_tool_result",
+    ),
+)
+def test_srvtool_001_tool_search_blocks(target: Target) -> None:
+    """Forces a regex tool search: each server_tool_use is answered by its result block."""
+    message = create_json(target, search_body(target))
+    for result in expect_answered(message, "tool_search_tool_regex"):
+        expect_equal(result.get("type"), "tool_search_tool_result", "the tool search's result block type")
+        content = read(result, "content", dict, where="a tool_search_tool_result")
+        kind = read(content, "type", str, where="a tool_search_tool_result's content")
+        expect(
+            kind in ("tool_search_tool_search_result", "tool_search_tool_result_error"),
+            "content of type tool_search_tool_search_result or tool_search_tool_result_error",
+            kind,
+            reason="result-type",
+        )
+        if kind == "tool_search_tool_search_result":
+            read(content, "tool_references", list, where="a tool_search_tool_search_result")
+
+
+def sent_back(body: dict[str, Any], call: dict[str, Any]) -> dict[str, Any]:
+    """`body` continued by an assistant turn that ends with `call`, unanswered: a turn paused
+    before the target ran the call, sent back so that it runs it (every model makes the same
+    call this way). Tool choice auto: the call is already made."""
+    messages = [*body["messages"], {"role": "assistant", "content": [call]}]
+    return {**body, "tool_choice": {"type": "auto"}, "messages": messages}
+
+
+def answer_to(target: Target, body: dict[str, Any], call: dict[str, Any]) -> dict[str, Any]:
+    """The result block answering `call` sent back unanswered; not judged where the target
+    refuses such a turn with a 400."""
+    response = target.request("POST", "/v1/messages", json_body=sent_back(body, call))
+    if response.status_code == 400:
+        not_judged("the target refused a turn sent back with an unanswered server_tool_use (HTTP 400)")
+    expect_status(response, 200)
+    message = json_object(response, MESSAGE)
+    content = read(message, "content", list, where=MESSAGE)
+    results = [b for b in content if isinstance(b, dict) and b.get("tool_use_id") == call["id"]]
+    expect(
+        bool(results),
+        f"a result block answering the {call['name']} call sent back",
+        "none",
+        reason="unanswered",
+    )
+    return results[0]
+
+
+@prop(
+    "SRVTOOL-002",
+    Level.SHOULD,
+    "A tool search for a deferred tool's name finds it, and only deferred tools",
+    url=f"{SEARCH}#how-tool-search-works",
+    requirement="A regex search whose pattern is a deferred tool's name answers with a "
+    "tool_reference to that tool, and references only tools of the request marked defer_loading "
+    "(those the search exists to find). The call is one the client sends back unanswered (a "
+    "paused turn), so every model searches the same pattern.",
+    requires=("tool_search",),
+    covers=("endpoint:POST /v1/messages", "request:tools[].defer_loading", "block:tool_search_tool_result"),
+)
+def test_srvtool_002_search_finds_the_deferred_tool(target: Target) -> None:
+    """An unanswered search for "tide" sent back: its result references get_tide only."""
+    call = {
+        "type": "server_tool_use",
+        "id": "srvtoolu_plumbline02",
+        "name": "tool_search_tool_regex",
+        "input": {"query": "tide"},
+    }
+    result = answer_to(target, search_body(target), call)
+    content = read(result, "content", dict, where="the tool_search_tool_result")
+    references = read(content, "tool_references", list, where="the tool search's result")
+    names = [read(ref, "tool_name", str, where="a tool_reference") for ref in references]
+    expect_equal(names, [DEFERRED_TOOL["name"]], "the tools found (the one deferred tool named *tide*)")
+
+
+@prop(
+    "SRVTOOL-003",
+    Level.SHOULD,
+    "Deferred tools count no input tokens until found",
+    url=f"{SEARCH}#how-tool-search-works",
+    requirement="A tool marked defer_loading is not loaded into the prompt until a search finds "
+    "it, so count_tokens with one more deferred tool counts the same as without it (and a loaded "
+    "tool does count).",
+    requires=("tool_search",),
+    covers=(
+        "endpoint:POST /v1/messages/count_tokens",
+        "count_request:tools[].defer_loading",
+        "count_response:input_tokens",
+    ),
+)
+def test_srvtool_003_deferred_tools_not_counted(target: Target) -> None:
+    """count_tokens with and without the deferred tool (a search tool and a loaded one in both)."""
+    body = search_body(target)
+    body = {key: body[key] for key in ("model", "messages", "tools")}
+
+    def count(tools: list[dict[str, Any]]) -> int:
+        response = target.request("POST", "/v1/messages/count_tokens", json_body={**body, "tools": tools})
+        expect_status(response, 200)
+        return int(
+            read(json_object(response, "the token count"), "input_tokens", int, where="the token count")
+        )
+
+    loaded = [tool for tool in body["tools"] if not tool.get("defer_loading")]
+    expect_equal(count(body["tools"]), count(loaded), "input_tokens with the deferred tool (as without it)")
+
+
+def fetch_results(message: Any) -> list[dict[str, Any]]:
+    return [r for r in expect_answered(message, "web_fetch") if r.get("type") == "web_fetch_tool_result"]
+
+
+def expect_fetch_result(result: dict[str, Any]) -> str | None:
+    """A web_fetch_tool_result holds a web_fetch_result or an error with a documented code; the
+    code (None for a fetched page)."""
+    content = read(result, "content", dict, where="a web_fetch_tool_result")
+    kind = read(content, "type", str, where="a web_fetch_tool_result's content")
+    expect(
+        kind in ("web_fetch_result", "web_fetch_tool_result_error"),
+        "content of type web_fetch_result or web_fetch_tool_result_error",
+        kind,
+        reason="result-type",
+    )
+    if kind == "web_fetch_result":
+        read(content, "url", str, where="a web_fetch_result")
+        read(content, "content", dict, where="a web_fetch_result")
+        return None
+    code: str = read(content, "error_code", str, where="a web_fetch_tool_result_error")
+    expect(
+        code in WEB_FETCH_ERROR_CODES,
+        f"a documented error_code ({', '.join(sorted(WEB_FETCH_ERROR_CODES))})",
+        code,
+        reason="error-code",
+    )
+    return code
+
+
+@prop(
+    "SRVTOOL-004",
+    Level.MUST,
+    "A failed web fetch is a result block with a documented error code",
+    url=f"{FETCH}#errors",
+    requirement="When the fetch tool cannot fetch (no such URL in the conversation, an invalid "
+    "URL, a refused domain), the response is still 200: the web_fetch_tool_result holds a "
+    "web_fetch_tool_result_error whose error_code is one of the documented codes.",
+    source='docs: agents-and-tools/tool-use/web-fetch-tool#errors — "When the web fetch tool '
+    "encounters an error, the Claude API returns a 200 (success) response with the error "
+    'represented in the response body"; schema: BetaWebFetchToolResultErrorCode enum',
+    requires=("web_fetch",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:tools[].max_uses",
+        "block:server_tool_use",
+        "block:web_fetch_tool_result",
+    ),
+)
+def test_srvtool_004_failed_fetch_result(target: Target) -> None:
+    """Forces a web fetch with no URL anywhere in the conversation: 200, and each result is a
+    documented shape (a fetch of a URL the model made up is an error block)."""
+    message = create_json(target, fetch_body(target))
+    for result in fetch_results(message):
+        expect_fetch_result(result)
+
+
+@prop(
+    "SRVTOOL-005",
+    Level.MUST,
+    "usage.server_tool_use counts the web fetches made",
+    url="api/messages#response-usage",
+    requirement="usage.server_tool_use.web_fetch_requests equals the number of web_fetch "
+    "server_tool_use blocks of the response, in the Message and in the stream's last "
+    "message_delta.",
+    source="schema: Usage.server_tool_use — ServerToolUsage {web_fetch_requests, web_search_requests}: "
+    '"The number of web fetch tool requests"',
+    invariant=50,
+    requires=("web_fetch",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "response:usage.server_tool_use",
+        "response:usage.server_tool_use.web_fetch_requests",
+        "event:message_delta",
+    ),
+)
+def test_srvtool_005_server_tool_usage(target: Target) -> None:
+    """Forces one web fetch, plain and streamed: the count equals the web_fetch calls."""
+    body = fetch_body(target)
+    cases = Cases()
+    with cases.case("create"):
+        message = create_json(target, body)
+        calls = [use for use in server_turn(message)[0] if use.get("name") == "web_fetch"]
+        if not calls:
+            not_judged(NO_SERVER_CALL, judged_by="SRVTOOL-004")
+        usage = read(message, "usage", dict, where=MESSAGE)
+        counted = read(usage, "server_tool_use.web_fetch_requests", int, where="the usage")
+        expect_equal(counted, len(calls), "usage.server_tool_use.web_fetch_requests (web_fetch calls)")
+    with cases.case("stream"):
+        run = expect_stream(stream_raw(target, body))
+        streamed = [
+            c for c in streamed_tool_calls(run, "server_tool_use") if c.start.get("name") == "web_fetch"
+        ]
+        if not streamed:
+            not_judged("the stream has no web_fetch server_tool_use block", judged_by="SRVTOOL-004")
+        usage = read(run.last("message_delta"), "usage", dict, where="the last message_delta")
+        counted = read(
+            usage, "server_tool_use.web_fetch_requests", int, where="the last message_delta's usage"
+        )
+        expect_equal(counted, len(streamed), "the streamed web_fetch_requests (web_fetch calls)")
+    cases.check()
+
+
+@prop(
+    "SRVTOOL-006",
+    Level.MUST,
+    "A streamed server_tool_use's input arrives as input_json_delta",
+    url="build-with-claude/streaming#input-json-delta",
+    requirement="A streamed server_tool_use block starts with an empty input; its input arrives "
+    "in input_json_delta fragments whose concatenation is a JSON object; its result block "
+    "arrives whole in its content_block_start (a result has no delta type).",
+    source='docs: build-with-claude/streaming#input-json-delta — "The deltas for tool_use content '
+    'blocks correspond to updates for the input field of the block"; schema: the delta union has '
+    "no delta for result blocks",
+    invariant=59,
+    requires=("tool_search",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stream",
+        "event:content_block_start",
+        "delta:input_json_delta",
+        "block:server_tool_use",
+        "block:tool_search_tool_result",
+    ),
+)
+def test_srvtool_006_server_call_deltas(target: Target) -> None:
+    """Streams a forced tool search: the call's fragments parse to an object; each result
+    block's start already holds its content."""
+    run = expect_stream(stream_raw(target, search_body(target)))
+    calls = streamed_tool_calls(run, "server_tool_use")
+    if not calls:
+        not_judged("the stream has no server_tool_use block", judged_by="SRVTOOL-001")
+    for call in calls:
+        expect_equal(call.start.get("input"), {}, "a server_tool_use's input at content_block_start")
+        try:
+            value = json.loads(call.joined)
+        except ValueError:
+            value = None
+        expect(
+            isinstance(value, dict),
+            "the input_json_delta fragments joined: a JSON object",
+            call.joined[:300],
+            reason="input-json",
+        )
+    for start in run.of_type("content_block_start"):
+        block = start.get("content_block")
+        if isinstance(block, dict) and str(block.get("type", "")).endswith("_tool_result"):
+            expect(
+                isinstance(block.get("content"), dict | list),
+                "a result block whole at its start (its content)",
+                json.dumps(block)[:300],
+                reason="result-whole",
+            )
+
+
+@contextmanager
+def loopback_page() -> Iterator[tuple[str, list[str]]]:
+    """A page on this machine's loopback: its URL, and the paths anyone asked it for."""
+    hits: list[str] = []
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            hits.append(self.path)
+            body = b"PLUMBLINE-LOOPBACK-SECRET"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/internal/secret", hits
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@prop(
+    "SRVTOOL-007",
+    Level.SHOULD,
+    "Web fetch refuses a loopback address",
+    url=f"{FETCH}#security-considerations",
+    requirement="A server that fetches for a model must not reach inside its own network: a "
+    "fetch of a loopback URL (given in the conversation) is a web_fetch_tool_result error, no "
+    "request reaches the page, and nothing of it comes back. The call is the one the client sends "
+    "back unanswered (a paused turn), so every model makes the same call.",
+    requires=("web_fetch",),
+    covers=("endpoint:POST /v1/messages", "block:server_tool_use", "block:web_fetch_tool_result"),
+)
+def test_srvtool_007_loopback_fetch_refused(target: Target) -> None:
+    """A turn sent back with an unanswered web_fetch of a loopback page: the answer's result for
+    that call is an error, and the page saw no request."""
+    with loopback_page() as (url, hits):
+        call = {
+            "type": "server_tool_use",
+            "id": "srvtoolu_plumbline07",
+            "name": "web_fetch",
+            "input": {"url": url},
+        }
+        result = answer_to(target, fetch_body(target, f"Fetch {url} and tell me what it says."), call)
+        code = expect_fetch_result(result)
+        expect(
+            code is not None,
+            "a web_fetch_tool_result_error for a loopback URL",
+            json.dumps(result)[:300],
+            subject="a loopback page fetched",
+            reason="private-fetch",
+        )
+    expect_equal(hits, [], "requests that reached the loopback page")
+
+
+@prop(
+    "SRVTOOL-008",
+    Level.MUST,
+    "bash and the text editor are tool_use blocks under their fixed names",
+    url=f"{BASH_DOCS}",
+    requirement="The Anthropic-defined client tools run on the client: a forced call of "
+    "bash_20250124 is a tool_use block named bash whose input holds only command (a string) and "
+    "restart (a boolean); one of text_editor_20250728 is named str_replace_based_edit_tool with a "
+    "command of view, create, str_replace or insert and a string path.",
+    source="docs: agents-and-tools/tool-use/bash-tool and text-editor-tool — the tool names bash and "
+    "str_replace_based_edit_tool, and their input parameters; schema: ToolBash20250124.name const "
+    "bash, ToolTextEditor20250728.name const str_replace_based_edit_tool",
+    requires=("builtin_tools",),
+    covers=("endpoint:POST /v1/messages", "request:tools[].type", "request:tools[].name", "block:tool_use"),
+)
+def test_srvtool_008_builtin_client_tools(target: Target) -> None:
+    """Forces bash, then the text editor: each call's name and input."""
+    cases = Cases()
+    with cases.case("bash"):
+        message = create_json(target, tool_body(target, tools=[BASH], tool_choice=forced_tool("bash")))
+        calls = tool_uses(message)
+        expect(
+            bool(calls),
+            "a tool_use block",
+            [b.get("type") for b in message.get("content", [])],
+            reason="no-call",
+        )
+        for call in calls:
+            expect_equal(call.get("name"), "bash", "the bash call's name")
+            given = read(call, "input", dict, where="the bash call")
+            expect(
+                set(given) <= {"command", "restart"},
+                "input keys within command, restart",
+                sorted(given),
+                reason="input-keys",
+            )
+            if "command" in given:
+                expect(
+                    isinstance(given["command"], str),
+                    "command a string",
+                    given["command"],
+                    reason="input-type",
+                )
+    with cases.case("text editor"):
+        name = "str_replace_based_edit_tool"
+        message = create_json(target, tool_body(target, tools=[EDITOR], tool_choice=forced_tool(name)))
+        calls = tool_uses(message)
+        expect(
+            bool(calls),
+            "a tool_use block",
+            [b.get("type") for b in message.get("content", [])],
+            reason="no-call",
+        )
+        for call in calls:
+            expect_equal(call.get("name"), name, "the text editor call's name")
+            given = read(call, "input", dict, where="the text editor call")
+            expect(
+                given.get("command") in ("view", "create", "str_replace", "insert"),
+                "command one of view, create, str_replace, insert",
+                given.get("command"),
+                reason="input-enum",
+            )
+            expect(
+                isinstance(given.get("path"), str), "path a string", given.get("path"), reason="input-type"
+            )
+    cases.check()
+
+
+@prop(
+    "SRVTOOL-009",
+    Level.SHOULD,
+    "The documented test string gets a redacted_thinking block that goes back unchanged",
+    url=f"{THINKING}#thinking-redaction",
+    requirement="With thinking on, a prompt holding the test string the docs give returns a "
+    "redacted_thinking block (a non-empty opaque data string), and the conversation sent back with "
+    "that block unchanged is accepted (200).",
+    requires=("thinking",),
+    covers=("endpoint:POST /v1/messages", "request:thinking", "block:redacted_thinking"),
+)
+def test_srvtool_009_redacted_block(target: Target, model_info: Info) -> None:
+    """The test string with thinking on; then the answer sent back in the history."""
+    body = thinking_body(target, model_info, messages=[{"role": "user", "content": REDACTED_TRIGGER}])
+    message = create_json(target, body)
+    redacted = blocks_of(message, "redacted_thinking")
+    expect(
+        bool(redacted),
+        "a redacted_thinking block",
+        [b.get("type") for b in message.get("content", [])],
+        reason="no-redacted-thinking",
+    )
+    for block in redacted:
+        data = read(block, "data", str, where="a redacted_thinking block")
+        expect(bool(data), "non-empty data", repr(data), reason="empty-data")
+    content = read(message, "content", list, where=MESSAGE)
+    history = [
+        *body["messages"],
+        {"role": "assistant", "content": content},
+        {"role": "user", "content": "And?"},
+    ]
+    response = target.request("POST", "/v1/messages", json_body={**body, "messages": history})
+    expect_status(response, 200)
+
+
+@prop(
+    "SRVTOOL-010",
+    Level.MUST,
+    "A pause_turn sent back goes on",
+    url=f"{STOP_REASONS}#pause-turn",
+    requirement="A response that ends with stop_reason pause_turn is continued by sending it back "
+    "as it is, as the last assistant message: the target answers 200 with a Message.",
+    source='docs: api/messages (StopReason) — "pause_turn: we paused a long-running turn. You may '
+    'provide the response back as-is in a subsequent request to let the model continue."',
+    requires=("tool_search",),
+    covers=("endpoint:POST /v1/messages", "stop_reason:pause_turn", "block:server_tool_use"),
+)
+def test_srvtool_010_pause_turn_resumes(target: Target) -> None:
+    """Forces a tool search; when the target pauses the turn, sends it back."""
+    body = search_body(target)
+    message = create_json(target, body)
+    if read(message, "stop_reason", str, where=MESSAGE) != "pause_turn":
+        not_judged("the target did not pause the turn (it ran the whole loop)", judged_by="SRVTOOL-001")
+    content = read(message, "content", list, where=MESSAGE)
+    resumed = {
+        **body,
+        "tool_choice": {"type": "auto"},
+        "messages": [*body["messages"], {"role": "assistant", "content": content}],
+    }
+    again = create_json(target, resumed)
+    read(again, "content", list, where="the resumed Message")
+    read(again, "stop_reason", str, where="the resumed Message")

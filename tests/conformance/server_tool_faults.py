@@ -1,0 +1,152 @@
+"""The faults of the SRVTOOL-* properties (part of faults.fault_catalogue): how servers and
+translators get Anthropic's own tools wrong: client-tool ids on server calls, searches that
+return every tool, deferred tools counted, undocumented error codes, usage left at 0, server
+call input sent whole, private pages fetched, a tool's type used as its name, the redaction test
+string ignored, and paused turns refused when sent back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .fault_proxy import Fault, Frame, Request, Response
+from .faults import JSONDict, edit_payloads, error, message_json
+
+__all__ = ["server_tool_fault_catalogue"]
+
+
+def _blocks(data: JSONDict, *kinds: str) -> list[JSONDict]:
+    return [b for b in data.get("content", []) if isinstance(b, dict) and b.get("type") in kinds]
+
+
+def _client_ids(_: Request, data: JSONDict) -> None:
+    """Server calls under toolu_ ids, their results paired to them (a translator's ids)."""
+    for block in data.get("content", []):
+        if not isinstance(block, dict):
+            continue
+        for key in ("id", "tool_use_id"):
+            if str(block.get(key, "")).startswith("srvtoolu_"):
+                block[key] = "toolu_" + block[key].removeprefix("srvtoolu_")
+
+
+def _every_tool_found(request: Request, data: JSONDict) -> None:
+    body = request.json if isinstance(request.json, dict) else {}
+    names = [
+        t["name"] for t in body.get("tools", []) if isinstance(t, dict) and isinstance(t.get("name"), str)
+    ]
+    for result in _blocks(data, "tool_search_tool_result"):
+        content = result.get("content")
+        if isinstance(content, dict) and isinstance(content.get("tool_references"), list):
+            content["tool_references"] = [{"type": "tool_reference", "tool_name": name} for name in names]
+
+
+def _count_deferred(request: Request) -> Request:
+    """count_tokens forwarded without defer_loading: every tool is counted."""
+    body = request.json
+    if request.path.startswith("/v1/messages/count_tokens") and isinstance(body, dict):
+        tools = [{k: v for k, v in t.items() if k != "defer_loading"} for t in body.get("tools", [])]
+        return request.with_json({**body, "tools": tools})
+    return request
+
+
+def _fetch_error_code(_: Request, data: JSONDict) -> None:
+    for result in _blocks(data, "web_fetch_tool_result"):
+        content = result.get("content")
+        if isinstance(content, dict) and content.get("type") == "web_fetch_tool_result_error":
+            content["error_code"] = "fetch_failed"
+
+
+def _no_fetch_count(usage: Any) -> None:
+    if isinstance(usage, dict) and isinstance(usage.get("server_tool_use"), dict):
+        usage["server_tool_use"]["web_fetch_requests"] = 0
+
+
+def _server_input_whole(_: Request, frames: list[Frame]) -> list[Frame]:
+    """server_tool_use input whole in content_block_start, and no input_json_delta for it."""
+    calls: set[int] = set()
+    out = []
+    for frame in frames:
+        payload = frame.payload
+        if isinstance(payload, dict) and payload.get("type") == "content_block_start":
+            block = payload.get("content_block")
+            if isinstance(block, dict) and block.get("type") == "server_tool_use":
+                calls.add(payload.get("index", -1))
+                block["input"] = {"query": "tide"}
+                frame = Frame.of(payload)
+        elif (
+            isinstance(payload, dict)
+            and payload.get("type") == "content_block_delta"
+            and payload.get("index") in calls
+        ):
+            continue
+        out.append(frame)
+    return out
+
+
+def _private_page_fetched(_: Request, data: JSONDict) -> None:
+    """A fetch with no address check: the loopback page's text comes back."""
+    for result in _blocks(data, "web_fetch_tool_result"):
+        result["content"] = {
+            "type": "web_fetch_result",
+            "url": "http://127.0.0.1/internal/secret",
+            "retrieved_at": "2026-01-01T00:00:00Z",
+            "content": {
+                "type": "document",
+                "source": {"type": "text", "media_type": "text/plain", "data": "internal"},
+                "title": None,
+            },
+        }
+
+
+def _type_as_name(request: Request, data: JSONDict) -> None:
+    body = request.json if isinstance(request.json, dict) else {}
+    by_name = {t.get("name"): t.get("type") for t in body.get("tools", []) if isinstance(t, dict)}
+    for call in _blocks(data, "tool_use"):
+        if isinstance(by_name.get(call.get("name")), str):
+            call["name"] = by_name[call["name"]]
+
+
+def _plain_thinking(_: Request, data: JSONDict) -> None:
+    for block in _blocks(data, "redacted_thinking"):
+        signature = block.pop("data", "")
+        block.update(type="thinking", thinking="", signature=signature)
+
+
+def _refuse_resumed(request: Request) -> Request | Response:
+    body = request.json
+    messages = body.get("messages") if isinstance(body, dict) else None
+    last = messages[-1] if isinstance(messages, list) and messages else None
+    content = last.get("content") if isinstance(last, dict) and last.get("role") == "assistant" else None
+    if isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") == "server_tool_use" for b in content
+    ):
+        return error(400, "invalid_request_error", "messages: server_tool_use blocks are not supported")
+    return request
+
+
+def server_tool_fault_catalogue() -> dict[str, Fault]:
+    return {
+        "SRVTOOL-001": Fault(
+            "server tool calls under client ids (toolu_…)", response=message_json(_client_ids)
+        ),
+        "SRVTOOL-002": Fault(
+            "a tool search that returns every tool", response=message_json(_every_tool_found)
+        ),
+        "SRVTOOL-003": Fault("defer_loading ignored by count_tokens", request=_count_deferred),
+        "SRVTOOL-004": Fault(
+            "an undocumented web fetch error code", response=message_json(_fetch_error_code)
+        ),
+        "SRVTOOL-005": Fault(
+            "usage.server_tool_use left at 0",
+            response=message_json(lambda r, d: _no_fetch_count(d.get("usage"))),
+            frames=edit_payloads("message_delta", lambda p: _no_fetch_count(p.get("usage"))),
+        ),
+        "SRVTOOL-006": Fault(
+            "server_tool_use input whole at its start, no deltas", frames=_server_input_whole
+        ),
+        "SRVTOOL-007": Fault("web fetch with no address check", response=message_json(_private_page_fetched)),
+        "SRVTOOL-008": Fault(
+            "the tool's type as its name (bash_20250124)", response=message_json(_type_as_name)
+        ),
+        "SRVTOOL-009": Fault("the redaction test string ignored", response=message_json(_plain_thinking)),
+        "SRVTOOL-010": Fault("a paused turn sent back is refused", request=_refuse_resumed),
+    }
