@@ -127,6 +127,14 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         metavar="N",
         help="generations in one turn with server tools before it ends with pause_turn (default 10)",
     )
+    parser.add_argument(
+        "--web-search-index",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="serve the web search tool from a local full-text index of this directory's .html, .txt"
+        " and .md documents (default: web search is not served)",
+    )
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
     for name in (
@@ -166,6 +174,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         batch_concurrency=args.batch_concurrency,
         allow_private_fetch=args.allow_private_fetch,
         server_tool_iterations=args.server_tool_iterations,
+        web_search_index=args.web_search_index,
     )
 
 

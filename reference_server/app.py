@@ -24,6 +24,7 @@ from reference_server.openai import ChatCompletionsService
 from reference_server.routes import route_handlers
 from reference_server.server_tools.fetch import FetchPolicy
 from reference_server.server_tools.loop import ServerToolRuntime
+from reference_server.server_tools.search_index import WebSearchIndex
 from reference_server.serving import MessagesService
 from reference_server.settings import Settings
 from reference_server.thinking import ThinkingSigner
@@ -63,9 +64,16 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
         else:
             active = engine
         signer = await asyncio.to_thread(ThinkingSigner.in_directory, settings.resolved_data_dir())
-        catalog = ModelCatalog(active.models(), settings.aliases)
+        index = None
+        if settings.web_search_index is not None:
+            index = await asyncio.to_thread(WebSearchIndex.from_directory, settings.web_search_index)
+            log.info("web search index: %d documents from %s", index.size, settings.web_search_index)
+        catalog = ModelCatalog(active.models(), settings.aliases, web_search=index is not None)
         server_tools = ServerToolRuntime(
-            FetchPolicy(allow_private=settings.allow_private_fetch), settings.server_tool_iterations
+            FetchPolicy(allow_private=settings.allow_private_fetch),
+            settings.server_tool_iterations,
+            search_index=index,
+            signer=signer,
         )
         app.state.service = MessagesService(active, catalog, signer, server_tools)
         app.state.chat = ChatCompletionsService(app.state.service)

@@ -45,6 +45,7 @@ from reference_server.protocol import (
     StopReason,
     ThinkingBlock,
 )
+from reference_server.server_tools.definitions import NO_SEARCH_PROVIDER, WebSearchConfig
 from reference_server.server_tools.history import loaded_tools, pending_call
 from reference_server.server_tools.loop import ServerToolPlan, ServerToolRuntime, TurnState, server_tool_turn
 from reference_server.server_tools.results import result_text
@@ -133,6 +134,12 @@ class MessagesService:
                 f" maximum allowed number of output tokens for {params.model}"
             )
         tools, policy, loaded = _tools_of(params)
+        if self.server_tools.search_index is None:
+            for index, tool in enumerate(tools):
+                if isinstance(tool.server, WebSearchConfig):
+                    raise InvalidRequestError(
+                        f"tools.{index}: tool type web_search is not served: {NO_SEARCH_PROVIDER}"
+                    )
         check_cache_breakpoints(params)
         thinking = plan_thinking(params, betas)
         edits = plan_context_edits(params, betas)
@@ -141,10 +148,13 @@ class MessagesService:
             params.messages, self.signer, card.id, enabled=thinking is not None, keep=keep
         )
         by_name = {tool.name: tool for tool in tools}
-        turns = build_turns(params, tools=by_name, thinking=history.kept, vision=card.vision)
+        opener = self.server_tools.open_result
+        turns = build_turns(params, tools=by_name, thinking=history.kept, vision=card.vision, opener=opener)
         uncleared: tuple[Turn, ...] | None = None
         if history.cleared_turns:  # what the prompt would have been, to count what was cleared
-            uncleared = build_turns(params, tools=by_name, thinking=history.verified, vision=card.vision)
+            uncleared = build_turns(
+                params, tools=by_name, thinking=history.verified, vision=card.vision, opener=opener
+            )
         if thinking is not None:
             turns = shape_turns(turns)
             uncleared = shape_turns(uncleared) if uncleared is not None else None
@@ -246,7 +256,8 @@ class MessagesService:
         turns = prepared.request.turns
         state = TurnState("\n".join(turn.text for turn in turns), set(plan.loaded))
         block = await self.server_tools.execute(call, tool, plan, state)
-        result, is_error = result_text(block, {t.name: t for t in plan.tools}, "server_tool_result")
+        by_name = {t.name: t for t in plan.tools}
+        result, is_error = result_text(block, by_name, "server_tool_result", self.server_tools.open_result)
         turns += (Turn("tool", result, tool_call_id=call.id, name=call.name, is_error=is_error),)
         resumed = replace(prepared, server_tools=replace(plan, resumed=((call.name, block),)))
         return await self.continued(resumed, turns, prepared.request.max_tokens)

@@ -54,6 +54,8 @@ class Settings:
     # addresses (off: only public ones); generations in one turn before `pause_turn`.
     allow_private_fetch: bool = False
     server_tool_iterations: int = DEFAULT_MAX_ITERATIONS
+    # Web search's provider: a local index over this directory's documents (None: not served).
+    web_search_index: Path | None = None
 
     def resolved_data_dir(self) -> Path:
         """The data directory this server uses."""

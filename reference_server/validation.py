@@ -40,6 +40,7 @@ from reference_server.protocol import (
     ToolUseBlockParam,
 )
 from reference_server.server_tools.history import RESULT_TYPES, server_call, server_result_turn
+from reference_server.server_tools.results import Opener
 from reference_server.tools.definitions import ToolDefinition
 from reference_server.tools.history import check_tool_pairing, tool_call, tool_result_turn
 
@@ -151,6 +152,7 @@ def build_turns(
     *,
     tools: Mapping[str, ToolDefinition] | None = None,
     thinking: Mapping[tuple[int, int], str] | None = None,
+    opener: Opener | None = None,
     vision: bool = False,
 ) -> tuple[Turn, ...]:
     """System prompt and messages → the engine's turns.
@@ -174,7 +176,7 @@ def build_turns(
     last = len(params.messages) - 1
     for index, message in enumerate(params.messages):
         kept = {j: text for (i, j), text in (thinking or {}).items() if i == index}
-        pieces = _message_turns(message, f"messages.{index}", names, kept, media, tools)
+        pieces = _message_turns(message, f"messages.{index}", names, kept, media, tools, opener)
         if not pieces:
             if message.role == "assistant" and (index == last or _only_thinking(message)):
                 continue  # no prefill; or an answer cut short in its thinking, sent back
@@ -278,6 +280,7 @@ def _message_turns(
     thinking: Mapping[int, str],
     media: _Media,
     tools: Mapping[str, ToolDefinition],
+    opener: Opener | None,
 ) -> list[Turn]:
     """One message as turns: tool results first (as `tool` turns), then its text (with the
     assistant's calls); [] when it holds nothing. In an assistant message each server-tool
@@ -323,7 +326,7 @@ def _message_turns(
             server_calls[call.id] = call
             calls.append(call)
         elif isinstance(block, ServerContentBlockParam) and block.type in RESULT_TYPES:
-            done = server_result_turn(block, block_path, server_calls, tools)
+            done = server_result_turn(block, block_path, server_calls, tools, opener)
             text, marks = _joined(texts)
             results.append(Turn(message.role, text, tool_calls=tuple(calls), cache_marks=marks))
             results.append(done)

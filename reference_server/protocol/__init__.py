@@ -92,6 +92,7 @@ from .responses import (
     ToolUseBlock,
     Usage,
     WebFetchToolResultBlock,
+    WebSearchToolResultBlock,
 )
 
 __all__ = [
@@ -173,4 +174,5 @@ __all__ = [
     "ToolUseBlockParam",
     "Usage",
     "WebFetchToolResultBlock",
+    "WebSearchToolResultBlock",
 ]

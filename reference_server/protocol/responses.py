@@ -61,7 +61,14 @@ class ToolSearchToolResultBlock(_Out):
     content: dict[str, Any]  # tool_search_tool_search_result or tool_search_tool_result_error
 
 
-ServerToolResultBlock = WebFetchToolResultBlock | ToolSearchToolResultBlock
+class WebSearchToolResultBlock(_Out):
+    type: Literal["web_search_tool_result"] = "web_search_tool_result"
+    tool_use_id: str
+    content: list[dict[str, Any]] | dict[str, Any]  # web_search_result blocks, or an error
+    caller: DirectCaller = Field(default_factory=DirectCaller)
+
+
+ServerToolResultBlock = WebFetchToolResultBlock | ToolSearchToolResultBlock | WebSearchToolResultBlock
 
 ContentBlock = Annotated[
     TextBlock
@@ -70,7 +77,8 @@ ContentBlock = Annotated[
     | RedactedThinkingBlock
     | ServerToolUseBlock
     | WebFetchToolResultBlock
-    | ToolSearchToolResultBlock,
+    | ToolSearchToolResultBlock
+    | WebSearchToolResultBlock,
     Field(discriminator="type"),
 ]
 

@@ -1,9 +1,10 @@
 """Server tools in a request's `tools`: the ones this server runs itself (tool search, web
-fetch) checked field by field, and the ones it does not run refused with a 400 naming them.
+fetch, web search when a provider is configured) checked field by field, and the ones it does
+not run refused with a 400 naming them.
 
-Web search needs a search provider (none is reachable from here), code execution and computer
-use need real isolation for untrusted code, the advisor another model, and the MCP connector is
-not served yet: each is refused, and `/v1/models` capabilities say so.
+Code execution and computer use need real isolation for untrusted code, the advisor another
+model, and the MCP connector is not served yet: each is refused, and `/v1/models` capabilities
+say so.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from reference_server.errors import InvalidRequestError
 from reference_server.protocol import CacheControlEphemeralParam
 
 __all__ = [
+    "NO_SEARCH_PROVIDER",
     "REFUSED_TOOL_TYPES",
     "SERVED_TOOL_TYPES",
     "ServedTool",
     "ServerToolConfig",
     "ToolSearchConfig",
     "WebFetchConfig",
+    "WebSearchConfig",
     "server_tool",
 ]
 
@@ -39,14 +42,17 @@ _SEARCH_TYPES: dict[str, SearchKind] = {
 _FETCH_TYPES = frozenset(
     {"web_fetch_20250910", "web_fetch_20260209", "web_fetch_20260309", "web_fetch_20260318"}
 )
-SERVED_TOOL_TYPES = frozenset(_SEARCH_TYPES) | _FETCH_TYPES
+
+_SEARCH_WEB_TYPES = frozenset({"web_search_20250305", "web_search_20260209", "web_search_20260318"})
+SERVED_TOOL_TYPES = frozenset(_SEARCH_TYPES) | _FETCH_TYPES | _SEARCH_WEB_TYPES
+# Web search runs only with a provider (--web-search-index); serving refuses it otherwise.
+NO_SEARCH_PROVIDER = (
+    "no web search provider is configured (start the server with --web-search-index DIR;"
+    " capabilities.server_tools.web_search is false)"
+)
 
 # Server tools this server does not run, and why (the 400 says it).
 REFUSED_TOOL_TYPES: dict[str, str] = {
-    **dict.fromkeys(
-        ("web_search_20250305", "web_search_20260209", "web_search_20260318"),
-        "no web search provider is configured (capabilities.server_tools.web_search is false)",
-    ),
     **dict.fromkeys(
         (
             "code_execution_20250522",
@@ -93,6 +99,31 @@ class _WebFetchParam(_ServerToolParam):
     response_inclusion: Literal["full", "excluded"] | None = None  # web_fetch_20260318
 
 
+class _UserLocation(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    type: Literal["approximate"]
+    city: Annotated[StrictStr, Field(min_length=1, max_length=255)] | None = None
+    region: Annotated[StrictStr, Field(min_length=1, max_length=255)] | None = None
+    country: Annotated[StrictStr, Field(min_length=2, max_length=2)] | None = None
+    timezone: Annotated[StrictStr, Field(min_length=1, max_length=255)] | None = None
+
+
+class _WebSearchParam(_ServerToolParam):
+    allowed_domains: list[StrictStr] | None = None
+    blocked_domains: list[StrictStr] | None = None
+    max_uses: Annotated[int, Field(gt=0)] | None = None
+    user_location: _UserLocation | None = None
+    response_inclusion: Literal["full", "excluded"] | None = None  # web_search_20260318
+
+
+@dataclass(frozen=True, slots=True)
+class WebSearchConfig:
+    allowed_domains: tuple[str, ...] | None
+    blocked_domains: tuple[str, ...]
+    max_uses: int | None
+    near: tuple[str, ...]  # the user_location's city and region: matches naming them come first
+
+
 @dataclass(frozen=True, slots=True)
 class ToolSearchConfig:
     kind: SearchKind
@@ -106,7 +137,7 @@ class WebFetchConfig:
     max_content_tokens: int | None
 
 
-ServerToolConfig = ToolSearchConfig | WebFetchConfig
+ServerToolConfig = ToolSearchConfig | WebFetchConfig | WebSearchConfig
 
 # Bounded, so that a weak model's forced call ends (the API documents no bound for either).
 _QUERY = {
@@ -125,6 +156,7 @@ _DESCRIPTIONS = {
     " descriptions; the tools found become callable.",
     "bm25": "Search the other available tools by keywords; the tools found become callable.",
     "web_fetch": "Fetch the text of a web page or PDF, given its URL (one already in the conversation).",
+    "web_search": "Search the web; results give page titles, URLs and their text.",
 }
 
 
@@ -152,6 +184,8 @@ def server_tool(raw: dict[str, Any], path: str) -> ServedTool:
         if tool.defer_loading:
             raise InvalidRequestError(f"{path}.defer_loading: a tool search tool cannot itself be deferred")
         return ServedTool(name, _DESCRIPTIONS[search], _QUERY, False, ToolSearchConfig(search))
+    if kind in _SEARCH_WEB_TYPES:
+        return _web_search(kind, raw, path)
     fetch = _checked(_WebFetchParam, raw, path)
     _check_name(fetch, "web_fetch", path)
     if fetch.allowed_domains is not None and fetch.blocked_domains is not None:
@@ -174,6 +208,23 @@ def server_tool(raw: dict[str, Any], path: str) -> ServedTool:
         max_content_tokens=fetch.max_content_tokens,
     )
     return ServedTool("web_fetch", _DESCRIPTIONS["web_fetch"], _URL, bool(fetch.defer_loading), config)
+
+
+def _web_search(kind: str, raw: dict[str, Any], path: str) -> ServedTool:
+    search = _checked(_WebSearchParam, raw, path)
+    _check_name(search, "web_search", path)
+    if search.allowed_domains is not None and search.blocked_domains is not None:
+        raise InvalidRequestError(f"{path}: allowed_domains and blocked_domains cannot both be set")
+    if kind != "web_search_20260318" and search.response_inclusion is not None:
+        raise InvalidRequestError(f"{path}.response_inclusion: Extra inputs are not permitted")
+    where = search.user_location
+    config = WebSearchConfig(
+        allowed_domains=tuple(search.allowed_domains) if search.allowed_domains is not None else None,
+        blocked_domains=tuple(search.blocked_domains or ()),
+        max_uses=search.max_uses,
+        near=tuple(place for place in (where.city, where.region) if place) if where is not None else (),
+    )
+    return ServedTool("web_search", _DESCRIPTIONS["web_search"], _QUERY, bool(search.defer_loading), config)
 
 
 def _checked(model: type[_T], raw: dict[str, Any], path: str) -> _T:

@@ -18,12 +18,12 @@ from reference_server.errors import InvalidRequestError
 from reference_server.protocol import MessageParam, ServerContentBlockParam
 from reference_server.tools.definitions import ToolDefinition
 
-from .results import found_tools, result_text
+from .results import Opener, found_tools, result_text
 
 __all__ = ["RESULT_TYPES", "loaded_tools", "pending_call", "server_call", "server_result_turn"]
 
 # Result blocks this server can read back (those of the tools it runs).
-RESULT_TYPES = frozenset({"web_fetch_tool_result", "tool_search_tool_result"})
+RESULT_TYPES = frozenset({"web_fetch_tool_result", "tool_search_tool_result", "web_search_tool_result"})
 _SERVER_ID = re.compile(r"^srvtoolu_[a-zA-Z0-9_]+$")
 
 
@@ -63,6 +63,7 @@ def server_result_turn(
     path: str,
     calls: Mapping[str, ToolCall],
     tools: Mapping[str, ToolDefinition],
+    opener: Opener | None = None,
 ) -> Turn:
     """A result block as the `tool` turn the model read; it must answer an earlier call of its
     message."""
@@ -73,7 +74,7 @@ def server_result_turn(
             f"{path}.tool_use_id: a {block.type} block must follow the server_tool_use it answers,"
             " in the same message"
         )
-    text, is_error = result_text(raw, tools, path)
+    text, is_error = result_text(raw, tools, path, opener)
     return Turn("tool", text, tool_call_id=tool_use_id, name=calls[tool_use_id].name, is_error=is_error)
 
 

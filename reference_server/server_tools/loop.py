@@ -16,6 +16,7 @@ on, happens in the first generation only.
 from __future__ import annotations
 
 import json
+import secrets
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -27,15 +28,26 @@ from reference_server.errors import InvalidRequestError, OverloadedError
 from reference_server.ids import new_server_tool_use_id
 from reference_server.prepared import PreparedMessage
 from reference_server.protocol import ServerToolResultBlock
+from reference_server.thinking import ThinkingSigner
 from reference_server.tools.calls import ArgsPiece, CallEnd, CallStart
 from reference_server.tools.definitions import ToolDefinition, ToolPolicy
 from reference_server.tools.grammar import response_grammar
 
-from .definitions import ToolSearchConfig, WebFetchConfig
+from .definitions import ToolSearchConfig, WebFetchConfig, WebSearchConfig
 from .fetch import FetchFailed, FetchPolicy, WebFetcher
 from .pieces import ServerCallStart, ServerResult
-from .results import fetch_error, fetch_result, found_tools, result_text, search_error, search_result
+from .results import (
+    fetch_error,
+    fetch_result,
+    found_tools,
+    result_text,
+    search_error,
+    search_result,
+    web_search_error,
+    web_search_result,
+)
 from .search import Searchable, SearchError, search_tools
+from .search_index import WebSearchIndex
 
 __all__ = [
     "DEFAULT_MAX_ITERATIONS",
@@ -47,6 +59,8 @@ __all__ = [
 ]
 
 DEFAULT_MAX_ITERATIONS = 10  # generations in one turn before `pause_turn`, as the API's loop
+MAX_QUERY_CHARS = 500  # a longer web search query is `query_too_long`
+_SEARCH_SEAL = "web_search"  # the associated data of sealed results: never a model id
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,9 +123,22 @@ class ServerToolRuntime:
         fetch: FetchPolicy | None = None,
         max_iterations: int = DEFAULT_MAX_ITERATIONS,
         fetcher: WebFetcher | None = None,
+        search_index: WebSearchIndex | None = None,
+        signer: ThinkingSigner | None = None,
     ) -> None:
         self.fetcher = fetcher or WebFetcher(fetch or FetchPolicy())
         self.max_iterations = max_iterations
+        self.search_index = search_index
+        # Seals web search results' encrypted_content (a fresh key when none is given: results
+        # then verify only within this process).
+        self._signer = signer or ThinkingSigner(secrets.token_bytes(32))
+
+    def seal_result(self, text: str) -> str:
+        return self._signer.seal(_SEARCH_SEAL, text, "web_search")
+
+    def open_result(self, encrypted: str) -> str | None:
+        sealed = self._signer.open(_SEARCH_SEAL, encrypted)
+        return sealed.thinking if sealed is not None and sealed.kind == "web_search" else None
 
     async def execute(
         self, call: ToolCall, tool: ToolDefinition, plan: ServerToolPlan, state: TurnState
@@ -130,6 +157,8 @@ class ServerToolRuntime:
                 return search_error(call.id, str(exc))
             state.loaded.update(names)
             return search_result(call.id, names)
+        if isinstance(config, WebSearchConfig):
+            return self._web_search(call, config, state)
         assert isinstance(config, WebFetchConfig)
         url = arguments.get("url")
         if not isinstance(url, str):
@@ -145,6 +174,22 @@ class ServerToolRuntime:
         if fetched.media_type == "text/plain":
             state.context += "\n" + fetched.data  # links on a fetched page may be fetched next
         return fetch_result(call.id, fetched)
+
+    def _web_search(self, call: ToolCall, config: WebSearchConfig, state: TurnState) -> ServerToolResultBlock:
+        query = call.arguments.get("query")
+        if self.search_index is None:
+            return web_search_error(call.id, "unavailable")
+        if not isinstance(query, str) or not query.strip():
+            return web_search_error(call.id, "invalid_tool_input")
+        if len(query) > MAX_QUERY_CHARS:
+            return web_search_error(call.id, "query_too_long")
+        if config.max_uses is not None and state.uses[call.name] > config.max_uses:
+            return web_search_error(call.id, "max_uses_exceeded")
+        hits = self.search_index.search(
+            query, allowed=config.allowed_domains, blocked=config.blocked_domains, near=config.near
+        )
+        state.context += "".join(f"\n{hit.url}\n{hit.text}" for hit in hits)  # results' URLs may be fetched
+        return web_search_result(call.id, hits, self.seal_result)
 
 
 def continuation_grammar(plan: ServerToolPlan, loaded: set[str]) -> Grammar | None:
@@ -224,7 +269,7 @@ async def server_tool_turn(
         turns.append(Turn("assistant", "".join(text), tool_calls=calls))
         by_name = {tool.name: tool for tool in plan.tools}
         for index, (c, block) in enumerate(executed):
-            result, is_error = result_text(block, by_name, f"server_tool_result.{index}")
+            result, is_error = result_text(block, by_name, f"server_tool_result.{index}", runtime.open_result)
             turns.append(Turn("tool", result, tool_call_id=c.id, name=c.name, is_error=is_error))
         grammar = continuation_grammar(plan, state.loaded)
         try:

@@ -8,7 +8,7 @@ exactly what the first request read.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from reference_server.content import render_document
@@ -19,19 +19,30 @@ from reference_server.protocol import (
     ServerToolResultBlock,
     ToolSearchToolResultBlock,
     WebFetchToolResultBlock,
+    WebSearchToolResultBlock,
 )
 from reference_server.tools.definitions import ToolDefinition
 
 from .fetch import Fetched
+from .search_index import SearchHit
+
+SNIPPET_CHARS = 2000  # of a page's text, in its encrypted_content (what the model reads)
 
 __all__ = [
+    "Opener",
+    "Sealer",
     "fetch_error",
     "fetch_result",
     "found_tools",
     "result_text",
     "search_error",
     "search_result",
+    "web_search_error",
+    "web_search_result",
 ]
+
+Sealer = Callable[[str], str]  # a page's text → encrypted_content
+Opener = Callable[[str], str | None]  # encrypted_content → the text, None when it does not verify
 
 
 def fetch_result(tool_use_id: str, fetched: Fetched) -> WebFetchToolResultBlock:
@@ -70,6 +81,26 @@ def search_error(tool_use_id: str, message: str) -> ToolSearchToolResultBlock:
     return ToolSearchToolResultBlock(tool_use_id=tool_use_id, content=content)
 
 
+def web_search_result(tool_use_id: str, hits: Sequence[SearchHit], seal: Sealer) -> WebSearchToolResultBlock:
+    results = [
+        {
+            "type": "web_search_result",
+            "url": hit.url,
+            "title": hit.title,
+            "encrypted_content": seal(f"{hit.title}\n{hit.url}\n{hit.text[:SNIPPET_CHARS]}"),
+            "page_age": hit.page_age,
+        }
+        for hit in hits
+    ]
+    return WebSearchToolResultBlock(tool_use_id=tool_use_id, content=results)
+
+
+def web_search_error(tool_use_id: str, code: str) -> WebSearchToolResultBlock:
+    return WebSearchToolResultBlock(
+        tool_use_id=tool_use_id, content={"type": "web_search_tool_result_error", "error_code": code}
+    )
+
+
 def found_tools(block: Mapping[str, Any]) -> list[str]:
     """The tool names a tool_search_tool_result block references."""
     content = block.get("content")
@@ -86,15 +117,25 @@ def found_tools(block: Mapping[str, Any]) -> list[str]:
 
 
 def result_text(
-    block: ServerToolResultBlock | Mapping[str, Any], tools: Mapping[str, ToolDefinition], path: str
+    block: ServerToolResultBlock | Mapping[str, Any],
+    tools: Mapping[str, ToolDefinition],
+    path: str,
+    opener: Opener | None = None,
 ) -> tuple[str, bool]:
-    """What the model reads of a result block, and whether it is an error."""
+    """What the model reads of a result block, and whether it is an error. Web search results
+    are read from their encrypted_content (`opener`; one that does not verify is a 400)."""
     raw = block.model_dump() if not isinstance(block, Mapping) else block
     content = raw.get("content")
+    if raw.get("type") == "web_search_tool_result" and isinstance(content, list):
+        return _search_text(content, path, opener), False
     if not isinstance(content, Mapping):
         raise InvalidRequestError(f"{path}.content: Input should be an object")
     kind = content.get("type")
-    if kind in ("web_fetch_tool_result_error", "tool_search_tool_result_error"):
+    if kind in (
+        "web_fetch_tool_result_error",
+        "tool_search_tool_result_error",
+        "web_search_tool_result_error",
+    ):
         return f"error: {content.get('error_code')}", True
     if kind == "tool_search_tool_search_result":
         names = found_tools(raw)
@@ -108,3 +149,19 @@ def result_text(
             return f"{content.get('url')}: the page has no text.", False
         return render_document(document, f"{path}.content.content").text, False
     raise InvalidRequestError(f"{path}.content.type: unknown result type {kind!r}")
+
+
+def _search_text(results: list[Any], path: str, opener: Opener | None) -> str:
+    if not results:
+        return "No results."
+    parts = []
+    for index, result in enumerate(results):
+        sealed = result.get("encrypted_content") if isinstance(result, Mapping) else None
+        text = opener(sealed) if opener is not None and isinstance(sealed, str) else None
+        if text is None:
+            raise InvalidRequestError(
+                f"{path}.content.{index}.encrypted_content: Invalid `encrypted_content` in"
+                " `web_search_result`"
+            )
+        parts.append(f"[{index + 1}] {text}")
+    return "\n\n".join(parts)

@@ -114,11 +114,11 @@ def _verified(
     """The thinking a block stands for, as generated."""
     if isinstance(block, RedactedThinkingBlockParam):
         sealed = signer.open(model, block.data)
-        if sealed is None:
+        if sealed is None or sealed.kind == "web_search":
             raise InvalidRequestError(f"{path}.data: Invalid `data` in `redacted_thinking` block")
         return sealed.thinking
     sealed = signer.open(model, block.signature)
-    if sealed is None:
+    if sealed is None or sealed.kind == "web_search":
         raise InvalidRequestError(f"{path}.signature: Invalid `signature` in `thinking` block")
     shown = sealed.thinking if sealed.kind == "summarized" else ""
     if block.thinking != shown:

@@ -29,7 +29,8 @@ _VERSION = b"\x01"
 _NONCE_BYTES = 12
 
 # What was sealed: a block returned with its text, one returned with `display: "omitted"`.
-SealedKind = Literal["summarized", "omitted"]
+# Web search results' `encrypted_content` is sealed the same way (server_tools/results.py).
+SealedKind = Literal["summarized", "omitted", "web_search"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +89,6 @@ class ThinkingSigner:
         except (InvalidTag, ValueError):
             return None
         kind, thinking = payload.get("kind"), payload.get("thinking")
-        if kind not in ("summarized", "omitted") or not isinstance(thinking, str):
+        if kind not in ("summarized", "omitted", "web_search") or not isinstance(thinking, str):
             return None
         return Sealed(kind, thinking)

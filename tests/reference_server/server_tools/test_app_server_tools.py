@@ -150,7 +150,16 @@ def test_a_tool_found_earlier_is_callable_and_a_deferred_one_is_not():
         ([{**FETCH, "allowed_domains": ["a.com"], "blocked_domains": ["b.com"]}], "cannot both be set"),
         ([{**FETCH, "max_uses": 0}], "tools.0.max_uses"),
         ([{**FETCH, "citations": {"enabled": True}}], "citations are not supported"),
-        ([{"type": "web_search_20250305", "name": "web_search"}], "no web search provider"),
+        (
+            [
+                {
+                    "type": "web_search_20250305",
+                    "name": "web_search",
+                    "user_location": {"type": "approximate", "country": "GBR"},
+                }
+            ],
+            "user_location.country",
+        ),
         ([{"type": "code_execution_20250825", "name": "code_execution"}], "isolated sandbox"),
         (
             [
@@ -387,3 +396,67 @@ def test_the_documented_test_string_gets_redacted_thinking_that_can_be_sent_back
             ),
             "redacted_thinking",
         )
+
+
+SEARCH_WEB = {"type": "web_search_20250305", "name": "web_search"}
+
+
+@pytest.fixture
+def index_dir(tmp_path):
+    (tmp_path / "tides.html").write_text(
+        '<html><head><title>Tides of Brest</title><link rel="canonical" href="https://tides.example/brest">'
+        "</head><body><p>High tide in Brest is at noon.</p></body></html>"
+    )
+    (tmp_path / "dover.txt").write_text(
+        "URL: https://tides.example/dover\nTides of Dover\nHigh tide in Dover."
+    )
+    (tmp_path / "notes.md").write_text("# Bread\nBaking bread needs time.")
+    return tmp_path
+
+
+def test_web_search_serves_results_from_the_local_index(index_dir):
+    client, engine = client_for(
+        calling(ToolCall("x", "web_search", {"query": "high tide"})), web_search_index=index_dir
+    )
+    with client:
+        info = client.get("/v1/models/scripted").json()
+        assert info["capabilities"]["server_tools"]["web_search"] == {"supported": True}
+        location = {"type": "approximate", "city": "Dover", "country": "GB"}
+        message = client.post(
+            "/v1/messages", json=body([{**SEARCH_WEB, "user_location": location}], "Tides?")
+        ).json()
+        assert types(message) == ["server_tool_use", "web_search_tool_result", "text"]
+        results = message["content"][1]["content"]
+        assert [r["url"] for r in results] == ["https://tides.example/dover", "https://tides.example/brest"]
+        assert [r["title"] for r in results] == ["Tides of Dover", "Tides of Brest"]
+        assert all(
+            r["type"] == "web_search_result" and r["encrypted_content"] and r["page_age"] for r in results
+        )
+        assert "High tide in Brest" not in json.dumps(message)  # sealed, not shown
+        assert "High tide in Brest is at noon." in engine.requests[1].turns[-1].text  # the model read it
+        assert message["usage"]["server_tool_use"] == {"web_search_requests": 1, "web_fetch_requests": 0}
+        brest = {**location, "city": "Brest", "country": "FR"}
+        near = client.post(
+            "/v1/messages", json=body([{**SEARCH_WEB, "user_location": brest}], "Tides?")
+        ).json()
+        assert [r["title"] for r in near["content"][1]["content"]] == ["Tides of Brest", "Tides of Dover"]
+        filtered = client.post(
+            "/v1/messages", json=body([{**SEARCH_WEB, "blocked_domains": ["tides.example"]}], "Tides?")
+        ).json()
+        assert filtered["content"][1]["content"] == []
+        history = [
+            {"role": "user", "content": "Tides?"},
+            {"role": "assistant", "content": message["content"]},
+            {"role": "user", "content": "And?"},
+        ]
+        assert client.post("/v1/messages", json=body([SEARCH_WEB], messages=history)).status_code == 200
+        message["content"][1]["content"][0]["encrypted_content"] = "forged"
+        refused(client.post("/v1/messages", json=body([SEARCH_WEB], messages=history)), "encrypted_content")
+
+
+def test_web_search_is_refused_without_a_provider():
+    client, _ = client_for("x")
+    with client:
+        info = client.get("/v1/models/scripted").json()
+        assert info["capabilities"]["server_tools"]["web_search"] == {"supported": False}
+        refused(client.post("/v1/messages", json=body([SEARCH_WEB])), "--web-search-index")
