@@ -254,7 +254,7 @@ class MessagesService:
                 " this request's tools"
             )
         turns = prepared.request.turns
-        state = TurnState("\n".join(turn.text for turn in turns), set(plan.loaded))
+        state = TurnState.of(turns, plan.loaded)
         block = await self.server_tools.execute(call, tool, plan, state)
         by_name = {t.name: t for t in plan.tools}
         result, is_error = result_text(block, by_name, "server_tool_result", self.server_tools.open_result)

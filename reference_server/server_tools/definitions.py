@@ -23,6 +23,7 @@ __all__ = [
     "SERVED_TOOL_TYPES",
     "ServedTool",
     "ServerToolConfig",
+    "SourceRule",
     "ToolSearchConfig",
     "WebFetchConfig",
     "WebSearchConfig",
@@ -89,6 +90,30 @@ class _Citations(BaseModel):
     enabled: StrictBool | None = None
 
 
+class _SourceToolParam(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    type: Literal["tool_reference"]
+    name: StrictStr
+
+
+class _SourceParam(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    type: Literal["all", "none", "only", "except"]
+    tools: list[_SourceToolParam] | None = None
+
+
+class _UserSourceParam(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    type: Literal["all", "none"]
+
+
+class _URLSourcesParam(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    user_input: _UserSourceParam | None = None
+    client_tool_results: _SourceParam | None = None
+    server_tool_results: _SourceParam | None = None
+
+
 class _WebFetchParam(_ServerToolParam):
     allowed_domains: list[StrictStr] | None = None
     blocked_domains: list[StrictStr] | None = None
@@ -97,6 +122,7 @@ class _WebFetchParam(_ServerToolParam):
     max_uses: Annotated[int, Field(gt=0)] | None = None
     use_cache: StrictBool | None = None  # web_fetch_20260309 and later
     response_inclusion: Literal["full", "excluded"] | None = None  # web_fetch_20260318
+    url_sources: _URLSourcesParam | None = None  # where a fetched URL may come from (SDK 2.14)
 
 
 class _UserLocation(BaseModel):
@@ -130,11 +156,28 @@ class ToolSearchConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class SourceRule:
+    """Which tools' results may supply a URL: all, none, only `tools`, or all but `tools`."""
+
+    mode: Literal["all", "none", "only", "except"] = "all"
+    tools: frozenset[str] = frozenset()
+
+    def allows(self, tool: str | None) -> bool:
+        if self.mode in ("all", "none"):
+            return self.mode == "all"
+        return (tool in self.tools) == (self.mode == "only")
+
+
+@dataclass(frozen=True, slots=True)
 class WebFetchConfig:
     allowed_domains: tuple[str, ...] | None
     blocked_domains: tuple[str, ...]
     max_uses: int | None
     max_content_tokens: int | None
+    # url_sources: where a URL must already appear to be fetched (default: anywhere it may).
+    user_input: bool = True
+    client_results: SourceRule = SourceRule()
+    server_results: SourceRule = SourceRule()
 
 
 ServerToolConfig = ToolSearchConfig | WebFetchConfig | WebSearchConfig
@@ -199,15 +242,30 @@ def server_tool(raw: dict[str, Any], path: str) -> ServedTool:
         raise InvalidRequestError(f"{path}.use_cache: Extra inputs are not permitted")
     if kind != "web_fetch_20260318" and fetch.response_inclusion is not None:
         raise InvalidRequestError(f"{path}.response_inclusion: Extra inputs are not permitted")
+    if kind == "web_fetch_20260318" and fetch.url_sources is not None:
+        raise InvalidRequestError(f"{path}.url_sources: Extra inputs are not permitted")
+    sources = fetch.url_sources or _URLSourcesParam()
+    allowed = fetch.allowed_domains
     config = WebFetchConfig(
-        allowed_domains=tuple(d.lower() for d in fetch.allowed_domains)
-        if fetch.allowed_domains is not None
-        else None,
+        allowed_domains=tuple(d.lower() for d in allowed) if allowed is not None else None,
         blocked_domains=tuple(d.lower() for d in fetch.blocked_domains or ()),
         max_uses=fetch.max_uses,
         max_content_tokens=fetch.max_content_tokens,
+        user_input=sources.user_input is None or sources.user_input.type == "all",
+        client_results=_rule(sources.client_tool_results, f"{path}.url_sources.client_tool_results"),
+        server_results=_rule(sources.server_tool_results, f"{path}.url_sources.server_tool_results"),
     )
     return ServedTool("web_fetch", _DESCRIPTIONS["web_fetch"], _URL, bool(fetch.defer_loading), config)
+
+
+def _rule(source: _SourceParam | None, path: str) -> SourceRule:
+    if source is None:
+        return SourceRule()
+    if source.type in ("only", "except") and source.tools is None:
+        raise InvalidRequestError(f"{path}.tools: Field required")
+    if source.type in ("all", "none") and source.tools is not None:
+        raise InvalidRequestError(f"{path}.tools: Extra inputs are not permitted")
+    return SourceRule(source.type, frozenset(tool.name for tool in source.tools or ()))
 
 
 def _web_search(kind: str, raw: dict[str, Any], path: str) -> ServedTool:

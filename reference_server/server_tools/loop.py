@@ -18,9 +18,9 @@ from __future__ import annotations
 import json
 import secrets
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from reference_server.assembly import Outcome, Piece
 from reference_server.engine.base import Generation, Grammar, ToolCall, Turn
@@ -106,13 +106,51 @@ class _Call:
         return value if isinstance(value, dict) else {}
 
 
+@dataclass(frozen=True, slots=True)
+class UrlSource:
+    """Text a URL may come from: the user's, or a tool's result (client or server tool)."""
+
+    kind: Literal["user", "client", "server"]
+    tool: str | None
+    text: str
+
+    def allowed(self, config: WebFetchConfig) -> bool:
+        if self.kind == "user":
+            return config.user_input
+        rule = config.client_results if self.kind == "client" else config.server_results
+        return rule.allows(self.tool)
+
+
 @dataclass(slots=True)
 class TurnState:
     """What a turn's server tools have done so far."""
 
-    context: str  # the conversation's text, and what was fetched: where a URL must appear first
+    sources: list[UrlSource]  # where a URL must already appear to be fetched
     loaded: set[str]
     uses: Counter[str] = field(default_factory=Counter)
+
+    @classmethod
+    def of(cls, turns: Sequence[Turn], loaded: frozenset[str]) -> TurnState:
+        """The state at the start of a turn: the conversation's user text and tool results
+        (the assistant's own text is no source of URLs)."""
+        sources = [
+            UrlSource("user", None, turn.text)
+            if turn.role in ("user", "system")
+            else UrlSource(
+                "server" if (turn.tool_call_id or "").startswith("srvtoolu_") else "client",
+                turn.name,
+                turn.text,
+            )
+            for turn in turns
+            if turn.role in ("user", "system", "tool")
+        ]
+        return cls(sources, set(loaded))
+
+    def mentions(self, url: str, config: WebFetchConfig) -> bool:
+        return any(
+            (url in source.text or url.rstrip("/") in source.text) and source.allowed(config)
+            for source in self.sources
+        )
 
 
 class ServerToolRuntime:
@@ -165,14 +203,16 @@ class ServerToolRuntime:
             return fetch_error(call.id, "invalid_tool_input")
         if config.max_uses is not None and state.uses[call.name] > config.max_uses:
             return fetch_error(call.id, "max_uses_exceeded")
-        if url not in state.context and url.rstrip("/") not in state.context:
+        if not state.mentions(url, config):
             return fetch_error(call.id, "url_not_in_prior_context")
         try:
             fetched = await self.fetcher.fetch(url, config)
         except FetchFailed as exc:
             return fetch_error(call.id, exc.code)
         if fetched.media_type == "text/plain":
-            state.context += "\n" + fetched.data  # links on a fetched page may be fetched next
+            state.sources.append(
+                UrlSource("server", "web_fetch", fetched.data)
+            )  # its links may be fetched next
         return fetch_result(call.id, fetched)
 
     def _web_search(self, call: ToolCall, config: WebSearchConfig, state: TurnState) -> ServerToolResultBlock:
@@ -188,7 +228,8 @@ class ServerToolRuntime:
         hits = self.search_index.search(
             query, allowed=config.allowed_domains, blocked=config.blocked_domains, near=config.near
         )
-        state.context += "".join(f"\n{hit.url}\n{hit.text}" for hit in hits)  # results' URLs may be fetched
+        found = "".join(f"\n{hit.url}\n{hit.text}" for hit in hits)
+        state.sources.append(UrlSource("server", "web_search", found))  # results' URLs may be fetched
         return web_search_result(call.id, hits, self.seal_result)
 
 
@@ -212,7 +253,7 @@ async def server_tool_turn(
     """`host.run`'s pieces over every generation of the turn, server calls and their results
     among them, then one Outcome for the whole turn."""
     turns = list(prepared.request.turns)
-    state = TurnState("\n".join(turn.text for turn in turns), set(plan.loaded))
+    state = TurnState.of(turns, plan.loaded)
     for name, block in plan.resumed:  # a call the client sent back unanswered, run in prepare
         state.uses[name] += 1
         yield ServerResult(block)

@@ -460,3 +460,60 @@ def test_web_search_is_refused_without_a_provider():
         info = client.get("/v1/models/scripted").json()
         assert info["capabilities"]["server_tools"]["web_search"] == {"supported": False}
         refused(client.post("/v1/messages", json=body([SEARCH_WEB])), "--web-search-index")
+
+
+def test_url_sources_say_where_a_fetched_url_may_come_from():
+    with serving_pages() as site:
+        url = f"{site.url}/plain"
+        fetch = render_call(ToolCall("x", "web_fetch", {"url": url}))
+        reply = lambda request: "Done." if any(t.name == "web_fetch" for t in request.turns) else fetch  # noqa: E731
+        client, _ = client_for(reply, allow_private_fetch=True)
+        links = {
+            "name": "links",
+            "description": "Links",
+            "input_schema": {"type": "object", "properties": {}},
+        }
+        clock = {**CLOCK, "name": "clock"}
+        from_tool = [
+            {"role": "user", "content": "Find a link."},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "toolu_1", "name": "links", "input": {}}],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": url}]},
+        ]
+
+        def code(sources, messages=None):
+            request = body([links, clock, {**FETCH, "url_sources": sources}], f"Read {url}")
+            if messages is not None:
+                request["messages"] = messages
+            with client:
+                result = client.post("/v1/messages", json=request).json()["content"][1]
+            return result["content"].get("error_code")
+
+        assert code({"user_input": {"type": "none"}}) == "url_not_in_prior_context"
+        assert code({"user_input": {"type": "all"}}) is None
+        assert (
+            code(
+                {
+                    "client_tool_results": {
+                        "type": "only",
+                        "tools": [{"type": "tool_reference", "name": "links"}],
+                    }
+                },
+                from_tool,
+            )
+            is None
+        )
+        assert (
+            code(
+                {
+                    "client_tool_results": {
+                        "type": "except",
+                        "tools": [{"type": "tool_reference", "name": "links"}],
+                    }
+                },
+                from_tool,
+            )
+            == "url_not_in_prior_context"
+        )
