@@ -19,6 +19,7 @@ from reference_server.protocol import (
     CacheCreation,
     ContentBlock,
     InputJSONDelta,
+    McpToolUseBlock,
     Message,
     MessageDelta,
     MessageDeltaUsage,
@@ -173,10 +174,12 @@ async def events_of(
                 yield RawContentBlockStopEvent(index=index)
                 continue
             call_open = True
-            block: ToolUseBlock | ServerToolUseBlock = (
-                ServerToolUseBlock(id=piece.id, name=piece.name, input={})
-                if isinstance(piece, ServerCallStart)
-                else ToolUseBlock(id=new_tool_use_id(), name=piece.name, input={})
+            block: ToolUseBlock | ServerToolUseBlock | McpToolUseBlock = (
+                ToolUseBlock(id=new_tool_use_id(), name=piece.name, input={})
+                if not isinstance(piece, ServerCallStart)
+                else ServerToolUseBlock(id=piece.id, name=piece.name, input={})
+                if piece.server_name is None
+                else McpToolUseBlock(id=piece.id, name=piece.name, server_name=piece.server_name, input={})
             )
             yield RawContentBlockStartEvent(index=index, content_block=block)
         elif isinstance(piece, ArgsPiece):
@@ -237,7 +240,7 @@ class _ContentBuilder:
 
     done: list[ContentBlock] = field(default_factory=list)
     text: list[str] = field(default_factory=list)
-    call: tuple[str, str, bool, list[str]] | None = None  # id, name, server tool, JSON parts
+    call: tuple[str, str, ServerCallStart | None, list[str]] | None = None  # id, name, server call, JSON
 
     def add(self, piece: str | CallStart | ArgsPiece | CallEnd | ServerCallStart | ServerResult) -> None:
         if isinstance(piece, str):
@@ -245,9 +248,9 @@ class _ContentBuilder:
             return
         self._flush_text()
         if isinstance(piece, CallStart):
-            self.call = (new_tool_use_id(), piece.name, False, [])
+            self.call = (new_tool_use_id(), piece.name, None, [])
         elif isinstance(piece, ServerCallStart):
-            self.call = (piece.id, piece.name, True, [])
+            self.call = (piece.id, piece.name, piece, [])
         elif isinstance(piece, ArgsPiece) and self.call is not None:
             self.call[3].append(piece.json)
         elif isinstance(piece, CallEnd):
@@ -266,8 +269,14 @@ class _ContentBuilder:
             return
         tool_id, name, server, parts = self.call
         arguments = _arguments("".join(parts))
-        block = ServerToolUseBlock if server else ToolUseBlock
-        self.done.append(block(id=tool_id, name=name, input=arguments))
+        if server is None:
+            self.done.append(ToolUseBlock(id=tool_id, name=name, input=arguments))
+        elif server.server_name is None:
+            self.done.append(ServerToolUseBlock(id=tool_id, name=name, input=arguments))
+        else:
+            self.done.append(
+                McpToolUseBlock(id=tool_id, name=name, server_name=server.server_name, input=arguments)
+            )
         self.call = None
 
     def blocks(self) -> list[ContentBlock]:

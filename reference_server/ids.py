@@ -39,3 +39,7 @@ def request_id_of(scope: Scope) -> str:
 
 def new_server_tool_use_id() -> str:
     return f"srvtoolu_{_token()}"
+
+
+def new_mcp_tool_use_id() -> str:
+    return f"mcptoolu_{_token()}"

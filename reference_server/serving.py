@@ -62,7 +62,13 @@ from reference_server.thinking import (
     thinking_grammar,
 )
 from reference_server.tools.calls import ArgsPiece, CallEnd, CallParser, CallStart, TextPiece
-from reference_server.tools.definitions import ToolDefinition, ToolPolicy, parse_tools, tool_policy
+from reference_server.tools.definitions import (
+    ToolDefinition,
+    ToolPolicy,
+    check_unique,
+    parse_tools,
+    tool_policy,
+)
 from reference_server.tools.enforceable import check_enforceable
 from reference_server.tools.grammar import response_grammar
 from reference_server.validation import (
@@ -125,7 +131,9 @@ class MessagesService:
         self.signer = signer
         self.server_tools = server_tools or ServerToolRuntime()
 
-    def _prompt(self, params: PromptParams, betas: Collection[str]) -> _Prompt:
+    def _prompt(
+        self, params: PromptParams, betas: Collection[str], offered: tuple[ToolDefinition, ...] = ()
+    ) -> _Prompt:
         """Model, rules and turns, the same for create and count_tokens (so counts agree)."""
         card = self.catalog.resolve(params.model)
         if isinstance(params, MessageCreateParams) and params.max_tokens > card.max_output_tokens:
@@ -133,7 +141,7 @@ class MessagesService:
                 f"max_tokens: {params.max_tokens} > {card.max_output_tokens}, which is the"
                 f" maximum allowed number of output tokens for {params.model}"
             )
-        tools, policy, loaded = _tools_of(params)
+        tools, policy, loaded = _tools_of(params, offered)
         if self.server_tools.search_index is None:
             for index, tool in enumerate(tools):
                 if isinstance(tool.server, WebSearchConfig):
@@ -167,15 +175,28 @@ class MessagesService:
     ) -> tuple[_Prompt, ClearToolUsesEdit | None]:
         """The prompt after every context management edit (context_management.py), and what
         clear_tool_uses cleared (None: it was not asked for, or did not apply)."""
-        prompt = self._prompt(params, betas)
+        offered = await self._mcp_tools(params, betas)
+        prompt = self._prompt(params, betas, offered)
         if prompt.tool_edit is None:
             return prompt, None
         return await apply_tool_clearing(
             params.messages,
             prompt.tool_edit,
             prompt,
-            lambda messages: self._prompt(params.model_copy(update={"messages": messages}), betas),
+            lambda messages: self._prompt(params.model_copy(update={"messages": messages}), betas, offered),
             self._prompt_tokens,
+        )
+
+    async def _mcp_tools(self, params: PromptParams, betas: Collection[str]) -> tuple[ToolDefinition, ...]:
+        """The tools of the MCP servers the request lists (server_tools/mcp.py), listed now."""
+        if not params.mcp_servers and not any(t.get("type") == "mcp_toolset" for t in params.tools or ()):
+            return ()
+        offered = await self.server_tools.mcp.offered(params.mcp_servers, params.tools, betas)
+        return tuple(
+            ToolDefinition(
+                tool.name, tool.description, tool.input_schema, False, tool.config.deferred, tool.config
+            )
+            for tool in offered
         )
 
     async def _prompt_tokens(self, prompt: _Prompt, turns: tuple[Turn, ...] | None = None) -> int:
@@ -434,9 +455,14 @@ class MessagesService:
             yield event
 
 
-def _tools_of(params: PromptParams) -> tuple[tuple[ToolDefinition, ...], ToolPolicy, frozenset[str]]:
-    """The tools, the policy, and the deferred tools tool searches found earlier (callable now)."""
-    tools = parse_tools(params.tools)
+def _tools_of(
+    params: PromptParams, offered: tuple[ToolDefinition, ...] = ()
+) -> tuple[tuple[ToolDefinition, ...], ToolPolicy, frozenset[str]]:
+    """The tools (the request's, then its MCP servers'), the policy, and the deferred tools tool
+    searches found earlier (callable now)."""
+    tools = parse_tools(params.tools) + offered
+    if offered:
+        check_unique(tools)
     loaded = loaded_tools(params.messages)
     return tools, tool_policy(params, tools, loaded), loaded
 

@@ -39,7 +39,7 @@ from reference_server.protocol import (
     ToolResultBlockParam,
     ToolUseBlockParam,
 )
-from reference_server.server_tools.history import RESULT_TYPES, server_call, server_result_turn
+from reference_server.server_tools.history import CALL_TYPES, RESULT_TYPES, server_call, server_result_turn
 from reference_server.server_tools.results import Opener
 from reference_server.tools.definitions import ToolDefinition
 from reference_server.tools.history import check_tool_pairing, tool_call, tool_result_turn
@@ -321,7 +321,7 @@ def _message_turns(
         elif isinstance(block, ToolResultBlockParam):
             turn = tool_result_turn(block, block_path, names[block.tool_use_id])
             results.append(replace(turn, cache_marks=_marks(block.cache_control, len(turn.text))))
-        elif isinstance(block, ServerContentBlockParam) and block.type == "server_tool_use":
+        elif isinstance(block, ServerContentBlockParam) and block.type in CALL_TYPES:
             call = server_call(block, block_path, message.role)
             server_calls[call.id] = call
             calls.append(call)

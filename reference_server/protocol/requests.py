@@ -106,6 +106,8 @@ class ServerContentBlockParam(BaseModel):
         "tool_search_tool_result",
         "container_upload",
         "mid_conv_system",
+        "mcp_tool_use",  # beta: the MCP connector
+        "mcp_tool_result",
     ]
 
 
@@ -223,6 +225,21 @@ class DiagnosticsParam(_Param):
     previous_message_id: StrictStr | None = None
 
 
+class McpToolConfigurationParam(_Param):
+    enabled: StrictBool | None = None
+    allowed_tools: list[StrictStr] | None = None
+
+
+class McpServerParam(_Param):
+    """One entry of `mcp_servers` (beta MCP connector)."""
+
+    type: Literal["url"]
+    url: Annotated[StrictStr, Field(min_length=1)]
+    name: Annotated[StrictStr, Field(min_length=1)]
+    authorization_token: StrictStr | None = None
+    tool_configuration: McpToolConfigurationParam | None = None
+
+
 class PromptParams(_Param):
     """Fields shared by create and count_tokens."""
 
@@ -236,6 +253,7 @@ class PromptParams(_Param):
     cache_control: CacheControlEphemeralParam | None = None
     # Declared so that serving can refuse it in words (Claude Code sends it with thinking on).
     context_management: ContextManagementParam | None = None
+    mcp_servers: list[McpServerParam] | None = None  # beta (server_tools/mcp.py)
 
 
 class MessageCreateParams(PromptParams):

@@ -68,7 +68,24 @@ class WebSearchToolResultBlock(_Out):
     caller: DirectCaller = Field(default_factory=DirectCaller)
 
 
-ServerToolResultBlock = WebFetchToolResultBlock | ToolSearchToolResultBlock | WebSearchToolResultBlock
+class McpToolUseBlock(_Out):
+    type: Literal["mcp_tool_use"] = "mcp_tool_use"
+    id: str
+    name: str
+    server_name: str
+    input: dict[str, Any]
+
+
+class McpToolResultBlock(_Out):
+    type: Literal["mcp_tool_result"] = "mcp_tool_result"
+    tool_use_id: str
+    is_error: bool
+    content: list[dict[str, Any]]  # text blocks
+
+
+ServerToolResultBlock = (
+    WebFetchToolResultBlock | ToolSearchToolResultBlock | WebSearchToolResultBlock | McpToolResultBlock
+)
 
 ContentBlock = Annotated[
     TextBlock
@@ -78,7 +95,9 @@ ContentBlock = Annotated[
     | ServerToolUseBlock
     | WebFetchToolResultBlock
     | ToolSearchToolResultBlock
-    | WebSearchToolResultBlock,
+    | WebSearchToolResultBlock
+    | McpToolUseBlock
+    | McpToolResultBlock,
     Field(discriminator="type"),
 ]
 

@@ -21,12 +21,16 @@ __all__ = [
     "NO_SEARCH_PROVIDER",
     "REFUSED_TOOL_TYPES",
     "SERVED_TOOL_TYPES",
+    "McpToolConfig",
     "ServedTool",
     "ServerToolConfig",
     "SourceRule",
+    "ToolConfigParam",
     "ToolSearchConfig",
+    "ToolsetParam",
     "WebFetchConfig",
     "WebSearchConfig",
+    "check_toolset",
     "server_tool",
 ]
 
@@ -69,7 +73,6 @@ REFUSED_TOOL_TYPES: dict[str, str] = {
         "computer use needs an isolated desktop this server does not have",
     ),
     "advisor_20260301": "the advisor tool needs a second model this server does not serve",
-    "mcp_toolset": "the MCP connector is not served by this server",
 }
 
 Caller = Literal["direct", "code_execution_20250825", "code_execution_20260120", "code_execution_20260521"]
@@ -180,7 +183,44 @@ class WebFetchConfig:
     server_results: SourceRule = SourceRule()
 
 
-ServerToolConfig = ToolSearchConfig | WebFetchConfig | WebSearchConfig
+@dataclass(frozen=True, slots=True)
+class McpToolConfig:
+    """A tool of a remote MCP server, as the request offers it."""
+
+    server_name: str
+    url: str
+    token: str | None
+    deferred: bool = False
+
+
+class ToolConfigParam(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    enabled: StrictBool | None = None
+    defer_loading: StrictBool | None = None
+
+
+class ToolsetParam(BaseModel):
+    """A `mcp_toolset` tool (mcp-client-2025-11-20)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    type: Literal["mcp_toolset"]
+    mcp_server_name: Annotated[StrictStr, Field(min_length=1)]
+    default_config: ToolConfigParam | None = None
+    configs: dict[str, ToolConfigParam] | None = None
+    cache_control: dict[str, Any] | None = None
+
+
+def check_toolset(raw: dict[str, Any], path: str) -> ToolsetParam:
+    """A `mcp_toolset` entry of `tools`, checked (it offers a server's tools: it is no tool)."""
+    try:
+        return ToolsetParam.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise InvalidRequestError(f"{path}.{where}: {first['msg']}") from None
+
+
+ServerToolConfig = ToolSearchConfig | WebFetchConfig | WebSearchConfig | McpToolConfig
 
 # Bounded, so that a weak model's forced call ends (the API documents no bound for either).
 _QUERY = {

@@ -130,18 +130,7 @@ class WebFetcher:
         if not domain_allowed(host, config):
             raise FetchFailed("url_not_allowed", f"{host} is not allowed by the tool's domain filters")
         port = parts.port or (443 if parts.scheme == "https" else 80)
-        try:
-            addresses = await self._resolve(host, port)
-        except OSError as exc:
-            raise FetchFailed("url_not_accessible", f"{host} does not resolve: {exc}") from None
-        if not addresses:
-            raise FetchFailed("url_not_accessible", f"{host} does not resolve")
-        if not self.policy.allow_private and not all(_public(a) for a in addresses):
-            raise FetchFailed(
-                "url_not_allowed",
-                f"{host} resolves to a private or local address; this server fetches only public ones",
-            )
-        pinned = addresses[0]
+        pinned = (await self.checked_addresses(host, port))[0]
         netloc = f"[{pinned}]" if ":" in pinned else pinned
         target = urlunsplit((parts.scheme, f"{netloc}:{port}", parts.path or "/", parts.query, ""))
         request = client.build_request(
@@ -154,6 +143,21 @@ class WebFetcher:
             return await client.send(request, stream=True)
         except httpx.HTTPError as exc:
             raise FetchFailed("url_not_accessible", f"{host}: {type(exc).__name__}") from None
+
+    async def checked_addresses(self, host: str, port: int) -> list[str]:
+        """`host`'s addresses, every one public (unless the policy allows private ones)."""
+        try:
+            addresses = await self._resolve(host, port)
+        except OSError as exc:
+            raise FetchFailed("url_not_accessible", f"{host} does not resolve: {exc}") from None
+        if not addresses:
+            raise FetchFailed("url_not_accessible", f"{host} does not resolve")
+        if not self.policy.allow_private and not all(_public(a) for a in addresses):
+            raise FetchFailed(
+                "url_not_allowed",
+                f"{host} resolves to a private or local address; this server reaches only public ones",
+            )
+        return addresses
 
     async def _document(self, url: str, response: httpx.Response, config: WebFetchConfig) -> Fetched:
         if response.status_code == 429:

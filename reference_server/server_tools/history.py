@@ -20,11 +20,15 @@ from reference_server.tools.definitions import ToolDefinition
 
 from .results import Opener, found_tools, result_text
 
-__all__ = ["RESULT_TYPES", "loaded_tools", "pending_call", "server_call", "server_result_turn"]
+__all__ = ["CALL_TYPES", "RESULT_TYPES", "loaded_tools", "pending_call", "server_call", "server_result_turn"]
 
 # Result blocks this server can read back (those of the tools it runs).
-RESULT_TYPES = frozenset({"web_fetch_tool_result", "tool_search_tool_result", "web_search_tool_result"})
+RESULT_TYPES = frozenset(
+    {"web_fetch_tool_result", "tool_search_tool_result", "web_search_tool_result", "mcp_tool_result"}
+)
 _SERVER_ID = re.compile(r"^srvtoolu_[a-zA-Z0-9_]+$")
+_ANY_ID = re.compile(r"^[a-zA-Z0-9_-]+$")  # mcp_tool_use ids (the beta schema sets no prefix)
+CALL_TYPES = frozenset({"server_tool_use", "mcp_tool_use"})
 
 
 def _fields(block: ServerContentBlockParam) -> dict[str, Any]:
@@ -44,13 +48,14 @@ def loaded_tools(messages: Sequence[MessageParam]) -> frozenset[str]:
 
 
 def server_call(block: ServerContentBlockParam, path: str, role: str) -> ToolCall:
-    """A `server_tool_use` block as the call it was."""
+    """A `server_tool_use` (or `mcp_tool_use`) block as the call it was."""
     raw = _fields(block)
     if role != "assistant":
-        raise InvalidRequestError(f"{path}: server_tool_use blocks may only appear in assistant messages")
+        raise InvalidRequestError(f"{path}: {block.type} blocks may only appear in assistant messages")
     tool_id, name, arguments = raw.get("id"), raw.get("name"), raw.get("input")
-    if not isinstance(tool_id, str) or not _SERVER_ID.match(tool_id):
-        raise InvalidRequestError(f"{path}.id: String should match pattern '^srvtoolu_[a-zA-Z0-9_]+$'")
+    pattern = _SERVER_ID if block.type == "server_tool_use" else _ANY_ID
+    if not isinstance(tool_id, str) or not pattern.match(tool_id):
+        raise InvalidRequestError(f"{path}.id: String should match pattern '{pattern.pattern}'")
     if not isinstance(name, str):
         raise InvalidRequestError(f"{path}.name: Field required")
     if not isinstance(arguments, dict):
@@ -85,6 +90,6 @@ def pending_call(messages: Sequence[MessageParam]) -> ToolCall | None:
     if last is None or last.role != "assistant" or isinstance(last.content, str) or not last.content:
         return None
     block = last.content[-1]
-    if not isinstance(block, ServerContentBlockParam) or block.type != "server_tool_use":
+    if not isinstance(block, ServerContentBlockParam) or block.type not in CALL_TYPES:
         return None
     return server_call(block, f"messages.{len(messages) - 1}.content.{len(last.content) - 1}", "assistant")

@@ -25,7 +25,7 @@ from typing import Any, Literal, Protocol
 from reference_server.assembly import Outcome, Piece
 from reference_server.engine.base import Generation, Grammar, ToolCall, Turn
 from reference_server.errors import InvalidRequestError, OverloadedError
-from reference_server.ids import new_server_tool_use_id
+from reference_server.ids import new_mcp_tool_use_id, new_server_tool_use_id
 from reference_server.prepared import PreparedMessage
 from reference_server.protocol import ServerToolResultBlock
 from reference_server.thinking import ThinkingSigner
@@ -33,8 +33,9 @@ from reference_server.tools.calls import ArgsPiece, CallEnd, CallStart
 from reference_server.tools.definitions import ToolDefinition, ToolPolicy
 from reference_server.tools.grammar import response_grammar
 
-from .definitions import ToolSearchConfig, WebFetchConfig, WebSearchConfig
+from .definitions import McpToolConfig, ToolSearchConfig, WebFetchConfig, WebSearchConfig
 from .fetch import FetchFailed, FetchPolicy, WebFetcher
+from .mcp import McpConnector
 from .pieces import ServerCallStart, ServerResult
 from .results import (
     fetch_error,
@@ -60,6 +61,7 @@ __all__ = [
 
 DEFAULT_MAX_ITERATIONS = 10  # generations in one turn before `pause_turn`, as the API's loop
 MAX_QUERY_CHARS = 500  # a longer web search query is `query_too_long`
+SERVER_RUN_IDS = ("srvtoolu_", "mcptoolu_")  # results of tools the server ran
 _SEARCH_SEAL = "web_search"  # the associated data of sealed results: never a model id
 
 
@@ -167,6 +169,7 @@ class ServerToolRuntime:
         self.fetcher = fetcher or WebFetcher(fetch or FetchPolicy())
         self.max_iterations = max_iterations
         self.search_index = search_index
+        self.mcp = McpConnector(self.fetcher)
         # Seals web search results' encrypted_content (a fresh key when none is given: results
         # then verify only within this process).
         self._signer = signer or ThinkingSigner(secrets.token_bytes(32))
@@ -197,6 +200,8 @@ class ServerToolRuntime:
             return search_result(call.id, names)
         if isinstance(config, WebSearchConfig):
             return self._web_search(call, config, state)
+        if isinstance(config, McpToolConfig):
+            return await self.mcp.call(config, call.id, call.name, dict(arguments))
         assert isinstance(config, WebFetchConfig)
         url = arguments.get("url")
         if not isinstance(url, str):
@@ -271,6 +276,10 @@ async def server_tool_turn(
                 continue
             if isinstance(piece, CallStart):
                 tool = plan.tool(piece.name)
+                if tool is not None and isinstance(tool.server, McpToolConfig):
+                    call = _Call(new_mcp_tool_use_id(), piece.name)
+                    yield ServerCallStart(call.id, call.name, tool.server.server_name)
+                    continue
                 if tool is not None and tool.server is not None:
                     call = _Call(new_server_tool_use_id(), piece.name)
                     yield ServerCallStart(call.id, call.name)

@@ -11,10 +11,12 @@ __all__ = ["ServerCallStart", "ServerResult"]
 
 @dataclass(frozen=True, slots=True)
 class ServerCallStart:
-    """A call of a server tool begins: a `server_tool_use` block (its input follows as ArgsPieces)."""
+    """A call of a server tool begins: a `server_tool_use` block, or an `mcp_tool_use` one when it
+    names an MCP server (its input follows as ArgsPieces)."""
 
     id: str
     name: str
+    server_name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -126,6 +126,8 @@ def result_text(
     are read from their encrypted_content (`opener`; one that does not verify is a 400)."""
     raw = block.model_dump() if not isinstance(block, Mapping) else block
     content = raw.get("content")
+    if raw.get("type") == "mcp_tool_result":
+        return _mcp_text(content, path), raw.get("is_error") is True
     if raw.get("type") == "web_search_tool_result" and isinstance(content, list):
         return _search_text(content, path, opener), False
     if not isinstance(content, Mapping):
@@ -165,3 +167,22 @@ def _search_text(results: list[Any], path: str, opener: Opener | None) -> str:
             )
         parts.append(f"[{index + 1}] {text}")
     return "\n\n".join(parts)
+
+
+def _mcp_text(content: Any, path: str) -> str:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise InvalidRequestError(f"{path}.content: Input should be a string or a list of text blocks")
+    texts = []
+    for index, item in enumerate(content):
+        if (
+            not isinstance(item, Mapping)
+            or item.get("type") != "text"
+            or not isinstance(item.get("text"), str)
+        ):
+            raise InvalidRequestError(
+                f"{path}.content.{index}: only text blocks are read from an mcp_tool_result"
+            )
+        texts.append(item["text"])
+    return "\n\n".join(texts)

@@ -26,11 +26,12 @@ from reference_server.server_tools.definitions import (
     REFUSED_TOOL_TYPES,
     SERVED_TOOL_TYPES,
     ServerToolConfig,
+    check_toolset,
     server_tool,
 )
 from reference_server.tools.builtin import CLIENT_TOOL_TYPES, builtin_client_tool
 
-__all__ = ["ToolDefinition", "ToolPolicy", "parse_tools", "tool_policy"]
+__all__ = ["ToolDefinition", "ToolPolicy", "check_unique", "parse_tools", "tool_policy"]
 
 Caller = Literal["direct", "code_execution_20250825", "code_execution_20260120", "code_execution_20260521"]
 
@@ -76,6 +77,8 @@ def parse_tools(tools: Sequence[dict[str, Any]] | None) -> tuple[ToolDefinition,
         if kind in CLIENT_TOOL_TYPES:
             name, description, schema, deferred = builtin_client_tool(raw, path)
             parsed.append(ToolDefinition(name, description, schema, True, deferred))
+        elif kind == "mcp_toolset":
+            check_toolset(raw, path)  # offers an MCP server's tools (server_tools/mcp.py): no tool
         elif kind in SERVED_TOOL_TYPES or kind in REFUSED_TOOL_TYPES:
             served = server_tool(raw, path)
             parsed.append(
@@ -87,14 +90,20 @@ def parse_tools(tools: Sequence[dict[str, Any]] | None) -> tuple[ToolDefinition,
             raise InvalidRequestError(f"{path}.type: unknown tool type {kind!r}")
         else:
             parsed.append(_custom_tool(raw, f"{path}.custom"))
-    seen: set[str] = set()
-    for index, tool in enumerate(parsed):
-        if tool.name in seen:
-            where = "custom.name" if (tools or [])[index].get("type") in (None, "custom") else "name"
-            raise InvalidRequestError(f"tools.{index}.{where}: tool names must be unique ({tool.name!r})")
-        seen.add(tool.name)
+    check_unique(parsed, tools or ())
     _check_deferral(parsed)
     return tuple(parsed)
+
+
+def check_unique(parsed: Sequence[ToolDefinition], raw: Sequence[dict[str, Any]] = ()) -> None:
+    """Tool names are unique (an MCP server's tools included)."""
+    seen: set[str] = set()
+    kinds = [tool.get("type") for tool in raw if tool.get("type") != "mcp_toolset"]
+    for index, tool in enumerate(parsed):
+        if tool.name in seen:
+            where = "custom.name" if index < len(kinds) and kinds[index] in (None, "custom") else "name"
+            raise InvalidRequestError(f"tools.{index}.{where}: tool names must be unique ({tool.name!r})")
+        seen.add(tool.name)
 
 
 def _check_deferral(tools: Sequence[ToolDefinition]) -> None:
