@@ -172,7 +172,7 @@ def test_a_tool_found_earlier_is_callable_and_a_deferred_one_is_not():
             ],
             "computer use",
         ),
-        ([{"type": "mcp_toolset", "mcp_server_name": "x"}], "MCP connector"),
+        ([{"type": "mcp_toolset", "mcp_server_name": "x"}], "no mcp_servers entry"),
         ([{"type": "bash_20250124", "name": "shell"}], "tools.0.name: Input should be 'bash'"),
         (
             [{"type": "text_editor_20250124", "name": "str_replace_editor", "max_characters": 9}],
