@@ -35,8 +35,10 @@ PROPERTIES_DIR = PACKAGE_DIR / "properties"
 REFERENCE_PROFILE = PACKAGE_DIR / "profiles" / "reference.toml"
 DEFAULT_SERVER_MODEL = "smollm2-135m-instruct"
 # The judged reference server pauses a server-tool turn after one generation, so that pause_turn
-# and its resumption (SRVTOOL-010) are judged whatever the model does after a forced call.
-JUDGED_SERVER_ARGS = ("--server-tool-iterations", "1")
+# and its resumption (SRVTOOL-010) are judged whatever the model does after a forced call, and
+# its MCP connector may reach the MCP server the harness runs on loopback (SRVTOOL-011). Web
+# fetch keeps refusing private addresses (SRVTOOL-007 judges that).
+JUDGED_SERVER_ARGS = ("--server-tool-iterations", "1", "--allow-private-mcp")
 # Enough to keep a server busy while each worker waits on its answers; a server that batches
 # requests answers four at once nearly as fast as one.
 DEFAULT_JOBS = 4

@@ -24,7 +24,8 @@ clear_tool_uses = false            #   clear_tool_uses_20250919
 compaction = false                 #   compact_20260112
 tool_search = false                # Anthropic's own tools: tool search (server tool),
 web_fetch = false                  #   web fetch (server tool),
-builtin_tools = false              #   bash and text_editor (client tools)
+builtin_tools = false              #   bash and text_editor (client tools),
+mcp = false                        #   the MCP connector (beta; the profile alone says it)
 [aliases]                          # model names the target also answers to
 "claude-sonnet-4-5" = "my-model"
 ```
@@ -54,6 +55,7 @@ FEATURES = (
     "tool_search",  # tool_search_tool_regex / _bm25 (server tools)
     "web_fetch",  # web_fetch_20250910 and later (a server tool)
     "builtin_tools",  # Anthropic-defined client tools: bash, text_editor
+    "mcp",  # the MCP connector (beta): declared by the profile only (a probe needs an MCP server)
 )
 
 

@@ -121,6 +121,12 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         " addresses only; for tests and trusted networks)",
     )
     parser.add_argument(
+        "--allow-private-mcp",
+        action="store_true",
+        help="let the MCP connector reach MCP servers on loopback, private and link-local addresses"
+        " (default: public addresses only)",
+    )
+    parser.add_argument(
         "--server-tool-iterations",
         type=int,
         default=_DEFAULTS.server_tool_iterations,
@@ -173,6 +179,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         data_dir=args.data_dir,
         batch_concurrency=args.batch_concurrency,
         allow_private_fetch=args.allow_private_fetch,
+        allow_private_mcp=args.allow_private_mcp,
         server_tool_iterations=args.server_tool_iterations,
         web_search_index=args.web_search_index,
     )

@@ -74,6 +74,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
             settings.server_tool_iterations,
             search_index=index,
             signer=signer,
+            mcp=FetchPolicy(allow_private=settings.allow_private_mcp),
         )
         app.state.service = MessagesService(active, catalog, signer, server_tools)
         app.state.chat = ChatCompletionsService(app.state.service)

@@ -53,6 +53,7 @@ class Settings:
     # Server tools (server_tools/): may web fetch reach loopback, private and link-local
     # addresses (off: only public ones); generations in one turn before `pause_turn`.
     allow_private_fetch: bool = False
+    allow_private_mcp: bool = False  # may the MCP connector reach such addresses
     server_tool_iterations: int = DEFAULT_MAX_ITERATIONS
     # Web search's provider: a local index over this directory's documents (None: not served).
     web_search_index: Path | None = None

@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import ExitStack
 from typing import Any
 
 from conformance.catalogue import Level, prop
@@ -33,6 +30,7 @@ from conformance.checks import (
     read,
 )
 from conformance.drivers import create_json, expect_stream, stream_raw
+from conformance.loopback import loopback_mcp, loopback_page
 from conformance.target import Target
 from conformance.thinking import thinking_body
 from conformance.tooluse import (
@@ -412,34 +410,6 @@ def test_srvtool_006_server_call_deltas(target: Target) -> None:
             )
 
 
-@contextmanager
-def loopback_page() -> Iterator[tuple[str, list[str]]]:
-    """A page on this machine's loopback: its URL, and the paths anyone asked it for."""
-    hits: list[str] = []
-
-    class Page(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            hits.append(self.path)
-            body = b"PLUMBLINE-LOOPBACK-SECRET"
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/internal/secret", hits
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 @prop(
     "SRVTOOL-007",
     Level.SHOULD,
@@ -455,14 +425,14 @@ def loopback_page() -> Iterator[tuple[str, list[str]]]:
 def test_srvtool_007_loopback_fetch_refused(target: Target) -> None:
     """A turn sent back with an unanswered web_fetch of a loopback page: the answer's result for
     that call is an error, and the page saw no request."""
-    with loopback_page() as (url, hits):
+    with loopback_page() as page:
         call = {
             "type": "server_tool_use",
             "id": "srvtoolu_plumbline07",
             "name": "web_fetch",
-            "input": {"url": url},
+            "input": {"url": page.url},
         }
-        result = answer_to(target, fetch_body(target, f"Fetch {url} and tell me what it says."), call)
+        result = answer_to(target, fetch_body(target, f"Fetch {page.url} and tell me what it says."), call)
         code = expect_fetch_result(result)
         expect(
             code is not None,
@@ -471,7 +441,7 @@ def test_srvtool_007_loopback_fetch_refused(target: Target) -> None:
             subject="a loopback page fetched",
             reason="private-fetch",
         )
-    expect_equal(hits, [], "requests that reached the loopback page")
+    expect_equal(page.hits, [], "requests that reached the loopback page")
 
 
 @prop(
@@ -604,3 +574,71 @@ def test_srvtool_010_pause_turn_resumes(target: Target) -> None:
     again = create_json(target, resumed)
     read(again, "content", list, where="the resumed Message")
     read(again, "stop_reason", str, where="the resumed Message")
+
+
+MCP_BETA = "mcp-client-2025-11-20"
+
+
+@prop(
+    "SRVTOOL-011",
+    Level.MUST,
+    "An MCP server's tool is called as mcp_tool_use and answered by mcp_tool_result",
+    url="agents-and-tools/mcp-connector",
+    requirement="With the MCP connector (beta mcp-client-2025-11-20), the tools of a server listed "
+    "in mcp_servers and enabled by its mcp_toolset are offered to the model; a call is an "
+    "mcp_tool_use block (id, name, server_name, object input), the target calls the MCP server, "
+    "and an mcp_tool_result (tool_use_id = that id, is_error, content) follows. The harness runs "
+    "the MCP server on its loopback, so the target must run on this machine and may reach it.",
+    source="docs: agents-and-tools/mcp-connector — response content types mcp_tool_use {id, name, "
+    "server_name, input} and mcp_tool_result {tool_use_id, is_error, content}",
+    requires=("mcp",),
+    covers=("endpoint:POST /v1/messages", "param:anthropic-beta", "request:tool_choice"),
+)
+def test_srvtool_011_mcp_connector(target: Target) -> None:
+    """Forces a call of the harness's MCP tool (the only tool offered)."""
+    with ExitStack() as stack:
+        try:
+            running = stack.enter_context(loopback_mcp())
+        except ImportError as exc:
+            not_judged(
+                f"the harness needs the mcp package and uvicorn to run its MCP server ({exc.name} missing)"
+            )
+        body = tool_body(
+            target,
+            tools=[{"type": "mcp_toolset", "mcp_server_name": "plumbline"}],
+            tool_choice={"type": "any", "disable_parallel_tool_use": True},
+            prompt="What is the tide at Brest? Use the tool.",
+            mcp_servers=[{"type": "url", "url": running.url, "name": "plumbline"}],
+        )
+        response = target.request(
+            "POST", "/v1/messages", json_body=body, headers={**target.headers(), "anthropic-beta": MCP_BETA}
+        )
+        expect_status(response, 200)
+        message = json_object(response, MESSAGE)
+        uses = blocks_of(message, "mcp_tool_use")
+        kinds = [b.get("type") for b in read(message, "content", list, where=MESSAGE) if isinstance(b, dict)]
+        expect(bool(uses), "an mcp_tool_use block", f"content block types {kinds}", reason="no-mcp-call")
+        results = {b.get("tool_use_id"): b for b in blocks_of(message, "mcp_tool_result")}
+        for use in uses:
+            tool_id = read(use, "id", str, where="an mcp_tool_use block")
+            expect_equal(use.get("name"), "tide", "the mcp_tool_use's name (the MCP server's one tool)")
+            expect_equal(use.get("server_name"), "plumbline", "the mcp_tool_use's server_name")
+            expect(
+                isinstance(use.get("input"), dict), "its input an object", use.get("input"), reason="input"
+            )
+            expect(
+                tool_id in results,
+                "an mcp_tool_result answering it",
+                sorted(map(str, results)),
+                reason="unanswered",
+            )
+            result = results[tool_id]
+            read(result, "is_error", bool, where="an mcp_tool_result")
+            content = read(result, "content", object, where="an mcp_tool_result")
+            expect(
+                isinstance(content, list | str),
+                "its content text blocks or a string",
+                content,
+                reason="content",
+            )
+        expect(bool(running.hits), "the MCP server called", "no call reached it", reason="not-called")

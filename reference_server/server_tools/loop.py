@@ -165,11 +165,14 @@ class ServerToolRuntime:
         fetcher: WebFetcher | None = None,
         search_index: WebSearchIndex | None = None,
         signer: ThinkingSigner | None = None,
+        mcp: FetchPolicy | None = None,
     ) -> None:
+        """`fetch` and `mcp`: which addresses web fetch and the MCP connector may reach (by
+        default public ones only)."""
         self.fetcher = fetcher or WebFetcher(fetch or FetchPolicy())
         self.max_iterations = max_iterations
         self.search_index = search_index
-        self.mcp = McpConnector(self.fetcher)
+        self.mcp = McpConnector(WebFetcher(mcp or FetchPolicy()))
         # Seals web search results' encrypted_content (a fresh key when none is given: results
         # then verify only within this process).
         self._signer = signer or ThinkingSigner(secrets.token_bytes(32))

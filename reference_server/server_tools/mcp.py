@@ -7,7 +7,7 @@ Which tools are offered: with `mcp-client-2025-04-04`, each server's `tool_confi
 server (`default_config` and per-tool `configs`: `enabled`, `defer_loading`); a server no toolset
 names offers nothing. `authorization_token` goes to the server as a bearer token. A server URL
 passes the same address check as web fetch (public addresses only, unless the operator passes
-`--allow-private-fetch`); a server that cannot be reached or listed is a 400 naming it.
+`--allow-private-mcp`); a server that cannot be reached or listed is a 400 naming it.
 """
 
 from __future__ import annotations

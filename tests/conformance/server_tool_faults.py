@@ -123,6 +123,17 @@ def _refuse_resumed(request: Request) -> Request | Response:
     return request
 
 
+def _mcp_as_client_calls(_: Request, data: JSONDict) -> None:
+    """A translator that passes MCP calls on as client tool calls, results dropped."""
+    data["content"] = [
+        b for b in data.get("content", []) if not (isinstance(b, dict) and b.get("type") == "mcp_tool_result")
+    ]
+    for block in _blocks(data, "mcp_tool_use"):
+        block.pop("server_name", None)
+        block["type"] = "tool_use"
+    data["stop_reason"] = "tool_use"
+
+
 def server_tool_fault_catalogue() -> dict[str, Fault]:
     return {
         "SRVTOOL-001": Fault(
@@ -149,4 +160,7 @@ def server_tool_fault_catalogue() -> dict[str, Fault]:
         ),
         "SRVTOOL-009": Fault("the redaction test string ignored", response=message_json(_plain_thinking)),
         "SRVTOOL-010": Fault("a paused turn sent back is refused", request=_refuse_resumed),
+        "SRVTOOL-011": Fault(
+            "MCP calls passed on as client tool calls", response=message_json(_mcp_as_client_calls)
+        ),
     }

@@ -17,6 +17,9 @@ PROOF_PROFILE = """
 name = "proof"
 deterministic = true
 max_silence_seconds = 2
+
+[features]
+mcp = true  # nothing but a profile declares the MCP connector (no probe can)
 """
 
 

@@ -34,7 +34,7 @@ def server(site, **changes):
 def test_an_mcp_tool_is_listed_called_and_answered():
     with mcp_server() as site:
         client, engine = client_for(
-            calling(ToolCall("x", "tide", {"harbour": "Brest"})), allow_private_fetch=True
+            calling(ToolCall("x", "tide", {"harbour": "Brest"})), allow_private_mcp=True
         )
         with client:
             toolset = {"type": "mcp_toolset", "mcp_server_name": "tides"}
@@ -95,7 +95,7 @@ def test_an_mcp_tool_is_listed_called_and_answered():
 )
 def test_which_tools_are_offered(beta, servers, tools, offered):
     with mcp_server() as site:
-        client, engine = client_for("Fine.", allow_private_fetch=True)
+        client, engine = client_for("Fine.", allow_private_mcp=True)
         with client:
             response = client.post("/v1/messages", json=body(servers(site), tools), headers=beta)
             assert response.status_code == 200, response.text
@@ -110,7 +110,7 @@ def test_mcp_servers_are_checked():
                 guarded.post("/v1/messages", json=body([server(site)]), headers=OLD_BETA), "private or local"
             )
             assert site.authorizations == []
-        client, _ = client_for("Fine.", allow_private_fetch=True)
+        client, _ = client_for("Fine.", allow_private_mcp=True)
         with client:
             refused(client.post("/v1/messages", json=body([server(site)])), "beta header")
             unknown = [{"type": "mcp_toolset", "mcp_server_name": "nope"}]
@@ -123,7 +123,7 @@ def test_a_failing_call_is_an_error_result_not_an_http_error():
     with mcp_server() as site:
         call = render_call(ToolCall("x", "tide", {"harbor": 3}))  # wrong argument: the server says so
         client, _ = client_for(
-            lambda r: "Done." if any(t.role == "tool" for t in r.turns) else call, allow_private_fetch=True
+            lambda r: "Done." if any(t.role == "tool" for t in r.turns) else call, allow_private_mcp=True
         )
         with client:
             toolset = {"type": "mcp_toolset", "mcp_server_name": "tides"}
