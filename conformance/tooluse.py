@@ -304,11 +304,12 @@ def search_body(target: Target, **changes: Any) -> dict[str, Any]:
     )
 
 
-def fetch_body(target: Target, prompt: str = FETCH_PROMPT, **changes: Any) -> dict[str, Any]:
-    """A forced web fetch (at most one use)."""
-    return tool_body(
-        target, tools=[WEB_FETCH], tool_choice=forced_tool("web_fetch"), prompt=prompt, **changes
-    )
+def fetch_body(
+    target: Target, prompt: str = FETCH_PROMPT, tools: list[dict[str, Any]] | None = None, **changes: Any
+) -> dict[str, Any]:
+    """A forced web fetch (default tool: WEB_FETCH, at most one use)."""
+    offered = tools or [WEB_FETCH]
+    return tool_body(target, tools=offered, tool_choice=forced_tool("web_fetch"), prompt=prompt, **changes)
 
 
 def blocks_of(message: Any, kind: str, *, where: str = "the Message") -> list[dict[str, Any]]:

@@ -642,3 +642,50 @@ def test_srvtool_011_mcp_connector(target: Target) -> None:
                 reason="content",
             )
         expect(bool(running.hits), "the MCP server called", "no call reached it", reason="not-called")
+
+
+@prop(
+    "SRVTOOL-012",
+    Level.MUST,
+    "Web fetch honours allowed_domains and blocked_domains",
+    url=f"{FETCH}#domain-filtering",
+    requirement="A URL outside allowed_domains, or inside blocked_domains, is not fetched: its "
+    "web_fetch_tool_result is the error url_not_allowed, whatever the other options "
+    "(max_content_tokens, citations off, use_cache). The URL is on the reserved .invalid domain, so "
+    "a target that ignores the filters answers url_not_accessible instead. The call is one the "
+    "client sends back unanswered, so every model fetches the same URL.",
+    source='docs: agents-and-tools/tool-use/web-fetch-tool#errors — "url_not_allowed: URL blocked by '
+    'domain filtering rules and model restrictions"',
+    requires=("web_fetch",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:tools[].allowed_domains",
+        "request:tools[].blocked_domains",
+        "request:tools[].max_uses",
+        "request:tools[].max_content_tokens",
+        "request:tools[].citations",
+        "request:tools[].citations.enabled",
+        "request:tools[].use_cache",
+        "block:web_fetch_tool_result",
+    ),
+)
+def test_srvtool_012_fetch_domain_filters(target: Target) -> None:
+    url = "https://docs.plumbline.invalid/page"
+    options = {"max_content_tokens": 2000, "citations": {"enabled": False}, "use_cache": False}
+    fetch = {"type": "web_fetch_20260309", "name": "web_fetch", "max_uses": 1, **options}
+    cases = Cases()
+    for name, rule in (
+        ("allowed_domains", {"allowed_domains": ["example.com"]}),
+        ("blocked_domains", {"blocked_domains": ["plumbline.invalid"]}),
+    ):
+        with cases.case(name):
+            call = {
+                "type": "server_tool_use",
+                "id": f"srvtoolu_plumbline12{name[0]}",
+                "name": "web_fetch",
+                "input": {"url": url},
+            }
+            body = fetch_body(target, f"Fetch {url} and summarise it.", tools=[{**fetch, **rule}])
+            code = expect_fetch_result(answer_to(target, body, call))
+            expect_equal(code, "url_not_allowed", f"the error of a fetch the {name} rule refuses")
+    cases.check()

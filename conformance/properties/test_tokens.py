@@ -245,3 +245,204 @@ def test_tokens_006_validates(target: Target) -> None:
                 "invalid_request_error",
             )
     cases.check()
+
+
+def accepted(target: Target, what: str, **fields: Any) -> int:
+    """count_tokens of PROMPT with `fields`: 200 and a positive count (the schema lists them)."""
+    body = {"model": target.model, "messages": PROMPT, **fields}
+    response = target.request("POST", "/v1/messages/count_tokens", json_body=body)
+    expect(
+        response.status_code == 200,
+        f"HTTP 200 for a count_tokens request with {what}",
+        f"HTTP {response.status_code}: {response.text[:300]}",
+        reason="field-refused",
+    )
+    value: int = read(json_object(response, "count_tokens body"), "input_tokens", int, where="count_tokens")
+    expect(value > 0, "input_tokens > 0", value, reason="count")
+    return value
+
+
+COUNT_SCHEMA = {
+    "type": "object",
+    "properties": {"colour": {"type": "string", "enum": ["red", "blue"]}},
+    "required": ["colour"],
+    "additionalProperties": False,
+}
+COUNT_TOOL: dict[str, Any] = {
+    "type": "custom",
+    "name": "record_colour",
+    "description": "Record a colour.",
+    "input_schema": COUNT_SCHEMA,
+    "strict": True,
+    "cache_control": {"type": "ephemeral", "ttl": "5m"},
+    "eager_input_streaming": True,
+    "allowed_callers": ["direct"],
+    "input_examples": [{"colour": "red"}],
+}
+
+
+@prop(
+    "TOKENS-008",
+    Level.MUST,
+    "count_tokens takes system blocks and cache_control",
+    url=f"{COUNT}#body",
+    requirement="count_tokens takes the prompt fields create takes: system as text blocks (with "
+    "cache_control and its ttl) and the top-level cache_control (automatic caching); each "
+    "request is a 200 with a count.",
+    source="schema: OpenAPI CountMessageTokensParams — properties system (string or TextBlockParam "
+    "array, cache_control on each block) and cache_control (CacheControlEphemeral {type, ttl})",
+    covers=(
+        "endpoint:POST /v1/messages/count_tokens",
+        "count_request:messages[].content",
+        "count_request:messages[].role",
+        "count_request:system[].text",
+        "count_request:system[].type",
+        "count_request:system[].cache_control",
+        "count_request:system[].cache_control.type",
+        "count_request:system[].cache_control.ttl",
+        "count_request:cache_control",
+        "count_request:cache_control.type",
+        "count_request:cache_control.ttl",
+        "count_response:input_tokens",
+    ),
+)
+def test_tokens_008_prompt_fields(target: Target) -> None:
+    cases = Cases()
+    with cases.case("system blocks"):
+        block = {"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+        accepted(target, "system text blocks", system=[block])
+    with cases.case("cache_control"):
+        accepted(target, "a top-level cache_control", cache_control={"type": "ephemeral", "ttl": "5m"})
+    cases.check()
+
+
+@prop(
+    "TOKENS-009",
+    Level.MUST,
+    "count_tokens takes every field of a custom tool, and tool_choice",
+    url=f"{COUNT}#body",
+    requirement="count_tokens takes tools with every documented custom tool field (type, "
+    "description, input_schema, strict, cache_control, eager_input_streaming, allowed_callers, "
+    "input_examples) and tool_choice (type, name, disable_parallel_tool_use), and counts the "
+    "tool: more tokens than without it.",
+    source="schema: OpenAPI CountMessageTokensParams — tools (Tool: input_schema, name, "
+    "description, strict, cache_control, eager_input_streaming, allowed_callers, input_examples, "
+    "type) and tool_choice (ToolChoiceTool {type, name, disable_parallel_tool_use})",
+    requires=("tools",),
+    covers=(
+        "endpoint:POST /v1/messages/count_tokens",
+        "count_request:tools[].type",
+        "count_request:tools[].name",
+        "count_request:tools[].description",
+        "count_request:tools[].input_schema",
+        "count_request:tools[].input_schema.type",
+        "count_request:tools[].input_schema.properties",
+        "count_request:tools[].input_schema.required",
+        "count_request:tools[].strict",
+        "count_request:tools[].cache_control",
+        "count_request:tools[].cache_control.type",
+        "count_request:tools[].cache_control.ttl",
+        "count_request:tools[].eager_input_streaming",
+        "count_request:tools[].allowed_callers",
+        "count_request:tools[].input_examples",
+        "count_request:tool_choice",
+        "count_request:tool_choice.type",
+        "count_request:tool_choice.name",
+        "count_request:tool_choice.disable_parallel_tool_use",
+        "count_response:input_tokens",
+    ),
+)
+def test_tokens_009_custom_fields(target: Target) -> None:
+    choice = {"type": "tool", "name": "record_colour", "disable_parallel_tool_use": True}
+    with_tool = accepted(target, "a custom tool with every field", tools=[COUNT_TOOL], tool_choice=choice)
+    without = accepted(target, "no tools")
+    expect(
+        with_tool > without,
+        f"more than {without} tokens with the tool",
+        with_tool,
+        reason="tools-not-counted",
+    )
+
+
+@prop(
+    "TOKENS-010",
+    Level.MUST,
+    "count_tokens takes thinking and output_config",
+    url=f"{COUNT}#body",
+    requirement="count_tokens takes thinking (type, budget_tokens, display) and output_config "
+    "(effort, format {type: json_schema, schema}) as create does; each request is a 200.",
+    source="schema: OpenAPI CountMessageTokensParams — properties thinking (ThinkingConfigParam) and "
+    "output_config (OutputConfig {effort, format})",
+    requires=("thinking", "structured_outputs"),
+    covers=(
+        "endpoint:POST /v1/messages/count_tokens",
+        "count_request:thinking",
+        "count_request:thinking.type",
+        "count_request:thinking.budget_tokens",
+        "count_request:thinking.display",
+        "count_request:output_config",
+        "count_request:output_config.effort",
+        "count_request:output_config.format",
+        "count_request:output_config.format.type",
+        "count_request:output_config.format.schema",
+        "count_response:input_tokens",
+    ),
+)
+def test_tokens_010_reasoning_and_format(target: Target) -> None:
+    cases = Cases()
+    with cases.case("thinking"):
+        accepted(
+            target, "thinking", thinking={"type": "enabled", "budget_tokens": 1024, "display": "summarized"}
+        )
+    with cases.case("output_config"):
+        output = {"effort": "low", "format": {"type": "json_schema", "schema": COUNT_SCHEMA}}
+        accepted(target, "output_config", output_config=output)
+    cases.check()
+
+
+@prop(
+    "TOKENS-011",
+    Level.MUST,
+    "count_tokens takes Anthropic's own tools with their options",
+    url=f"{COUNT}#body",
+    requirement="count_tokens takes the Anthropic-defined tools a target serves with their "
+    "documented options: the text editor's max_characters, web fetch's allowed_domains or "
+    "blocked_domains, max_uses, max_content_tokens, citations and use_cache, a tool search with a "
+    "deferred tool; each request is a 200.",
+    source="schema: OpenAPI CountMessageTokensParams — tools: TextEditor20250728 {max_characters}, "
+    "WebFetchTool20260309 {allowed_domains, blocked_domains, citations, max_content_tokens, "
+    "max_uses, use_cache}, ToolSearchToolRegex20251119, Tool {defer_loading}",
+    requires=("builtin_tools", "web_fetch", "tool_search"),
+    covers=(
+        "endpoint:POST /v1/messages/count_tokens",
+        "count_request:tools[].max_characters",
+        "count_request:tools[].allowed_domains",
+        "count_request:tools[].blocked_domains",
+        "count_request:tools[].max_uses",
+        "count_request:tools[].max_content_tokens",
+        "count_request:tools[].citations",
+        "count_request:tools[].citations.enabled",
+        "count_request:tools[].use_cache",
+        "count_request:tools[].defer_loading",
+        "count_response:input_tokens",
+    ),
+)
+def test_tokens_011_anthropic_fields(target: Target) -> None:
+    editor = {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool", "max_characters": 2000}
+    fetch = {
+        "type": "web_fetch_20260309",
+        "name": "web_fetch",
+        "max_uses": 2,
+        "max_content_tokens": 4000,
+        "citations": {"enabled": False},
+        "use_cache": True,
+    }
+    search = {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"}
+    deferred = {**COUNT_TOOL, "defer_loading": True}
+    cases = Cases()
+    with cases.case("allowed_domains"):
+        tools = [editor, {**fetch, "allowed_domains": ["example.com"]}, search, deferred]
+        accepted(target, "the text editor, web fetch (allowed_domains) and tool search", tools=tools)
+    with cases.case("blocked_domains"):
+        accepted(target, "web fetch (blocked_domains)", tools=[{**fetch, "blocked_domains": ["example.org"]}])
+    cases.check()

@@ -163,6 +163,23 @@ def _count_body(value: Callable[[Request, int], int]) -> Callable[[Request, Resp
     return apply
 
 
+def _tools_of(body: JSONDict) -> list[JSONDict]:
+    tools = body.get("tools")
+    return [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
+
+
+def _counting(refuses: Callable[[JSONDict], bool]) -> Callable[[Request], Request | Response]:
+    """A count_tokens endpoint whose narrow schema refuses what `refuses` picks: a 400."""
+
+    def apply(request: Request) -> Request | Response:
+        body = request.json
+        if request.path.startswith("/v1/messages/count_tokens") and isinstance(body, dict) and refuses(body):
+            return error(400, "invalid_request_error", "Extra inputs are not permitted")
+        return request
+
+    return apply
+
+
 def _if_json(
     predicate: Callable[[Any], bool], answer: Callable[[Request], Response]
 ) -> Callable[[Request], Request | Response]:
@@ -675,6 +692,23 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
         ),
         "TOKENS-002": Fault("constant count (codebuddy2api #12)", response=_count_body(lambda r, n: 10)),
         "TOKENS-007": Fault("count one token off (BOS counted)", response=_count_body(lambda r, n: n + 1)),
+        "TOKENS-008": Fault(
+            "count_tokens takes system as a string only",
+            request=_counting(lambda b: isinstance(b.get("system"), list)),
+        ),
+        "TOKENS-009": Fault(
+            "count_tokens with a narrow tool schema (no eager_input_streaming)",
+            request=_counting(lambda b: any("eager_input_streaming" in t for t in _tools_of(b))),
+        ),
+        "TOKENS-010": Fault(
+            "count_tokens refuses thinking as create-only", request=_counting(lambda b: "thinking" in b)
+        ),
+        "TOKENS-011": Fault(
+            "count_tokens knows no server tool types",
+            request=_counting(
+                lambda b: any(str(t.get("type", "")).startswith("web_fetch") for t in _tools_of(b))
+            ),
+        ),
         "TOKENS-003": Fault("system ignored (CLIProxyAPI #679)", request=_strip("system")),
         "TOKENS-004": Fault(
             "count_tokens missing (LiteLLM #13252)",

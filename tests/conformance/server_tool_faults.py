@@ -123,6 +123,14 @@ def _refuse_resumed(request: Request) -> Request | Response:
     return request
 
 
+def _filters_ignored(_: Request, data: JSONDict) -> None:
+    """Domain filters not applied: the fetch is tried, and the reserved domain does not resolve."""
+    for result in _blocks(data, "web_fetch_tool_result"):
+        content = result.get("content")
+        if isinstance(content, dict) and content.get("error_code") == "url_not_allowed":
+            content["error_code"] = "url_not_accessible"
+
+
 def _mcp_as_client_calls(_: Request, data: JSONDict) -> None:
     """A translator that passes MCP calls on as client tool calls, results dropped."""
     data["content"] = [
@@ -160,6 +168,7 @@ def server_tool_fault_catalogue() -> dict[str, Fault]:
         ),
         "SRVTOOL-009": Fault("the redaction test string ignored", response=message_json(_plain_thinking)),
         "SRVTOOL-010": Fault("a paused turn sent back is refused", request=_refuse_resumed),
+        "SRVTOOL-012": Fault("web fetch domain filters ignored", response=message_json(_filters_ignored)),
         "SRVTOOL-011": Fault(
             "MCP calls passed on as client tool calls", response=message_json(_mcp_as_client_calls)
         ),

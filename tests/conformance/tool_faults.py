@@ -225,6 +225,19 @@ def tool_fault_catalogue() -> dict[str, Fault]:
             response=message_json(_each_call(lambda r, call: call.update(id="call_" + call["id"][-8:]))),
             frames=edit_payloads("content_block_start", _openai_call_id),
         ),
+        "TOOL-018": Fault(
+            "tools with eager_input_streaming refused (a proxy's narrow schema)",
+            request=lambda r: (
+                error(
+                    400,
+                    "invalid_request_error",
+                    "tools.0.custom.eager_input_streaming: Extra inputs are not permitted",
+                )
+                if r.path.startswith("/v1/messages")
+                and any("eager_input_streaming" in t for t in _request_tools(r))
+                else r
+            ),
+        ),
         "STRUCT-001": Fault(
             "JSON in a markdown fence", response=message_json(_wrap_text("```json\n", "\n```"))
         ),
