@@ -122,8 +122,9 @@ class Property:
 
     @property
     def selector(self) -> str:
-        """What `-k` takes to run this property alone, e.g. `stream_003`."""
-        return self.id.lower().replace("-", "_")
+        """What `-k` takes to run this property alone, e.g. `test_stream_003_` (the short
+        `tool_001` also matches `srvtool_001`)."""
+        return f"test_{self.id.lower().replace('-', '_')}_"
 
 
 REGISTRY: dict[str, Property] = {}

@@ -38,7 +38,15 @@ DEFAULT_SERVER_MODEL = "smollm2-135m-instruct"
 # and its resumption (SRVTOOL-010) are judged whatever the model does after a forced call, and
 # its MCP connector may reach the MCP server the harness runs on loopback (SRVTOOL-011). Web
 # fetch keeps refusing private addresses (SRVTOOL-007 judges that).
-JUDGED_SERVER_ARGS = ("--server-tool-iterations", "1", "--allow-private-mcp")
+# Its web search runs on a small local index shipped with the reference profile (SRVTOOL-013).
+WEB_INDEX = PACKAGE_DIR / "profiles" / "web-index"
+JUDGED_SERVER_ARGS = (
+    "--server-tool-iterations",
+    "1",
+    "--allow-private-mcp",
+    "--web-search-index",
+    str(WEB_INDEX),
+)
 # Enough to keep a server busy while each worker waits on its answers; a server that batches
 # requests answers four at once nearly as fast as one.
 DEFAULT_JOBS = 4

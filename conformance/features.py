@@ -32,7 +32,7 @@ import httpx
 
 from conformance.drivers import message_body
 from conformance.target import Target
-from conformance.tooluse import BASH, fetch_body, forced_tool, search_body, tool_body
+from conformance.tooluse import BASH, fetch_body, forced_tool, search_body, tool_body, web_search_body
 
 __all__ = [
     "CAPABILITY_PATHS",
@@ -92,6 +92,10 @@ def _fetch_probe(target: Target) -> dict[str, Any]:
     return fetch_body(target, max_tokens=PROBE_MAX_TOKENS)
 
 
+def _web_search_probe(target: Target) -> dict[str, Any]:
+    return web_search_body(target, max_tokens=PROBE_MAX_TOKENS)
+
+
 def _builtin_probe(target: Target) -> dict[str, Any]:
     return tool_body(target, tools=[BASH], tool_choice=forced_tool("bash"), max_tokens=PROBE_MAX_TOKENS)
 
@@ -105,6 +109,7 @@ PROBED: dict[str, tuple[str, Callable[[Target], dict[str, Any]]]] = {
     # Anthropic's own tools: a server that does not run them refuses their types with a 400.
     "tool_search": ("a forced tool_search_tool_regex_20251119 call", _search_probe),
     "web_fetch": ("a forced web_fetch_20250910 call", _fetch_probe),
+    "web_search": ("a forced web_search_20250305 call", _web_search_probe),
     "builtin_tools": ("a forced bash_20250124 call", _builtin_probe),
 }
 

@@ -24,6 +24,7 @@ clear_tool_uses = false            #   clear_tool_uses_20250919
 compaction = false                 #   compact_20260112
 tool_search = false                # Anthropic's own tools: tool search (server tool),
 web_fetch = false                  #   web fetch (server tool),
+web_search = false                 #   web search (server tool),
 builtin_tools = false              #   bash and text_editor (client tools),
 mcp = false                        #   the MCP connector (beta; the profile alone says it)
 [aliases]                          # model names the target also answers to
@@ -54,6 +55,7 @@ FEATURES = (
     "compaction",
     "tool_search",  # tool_search_tool_regex / _bm25 (server tools)
     "web_fetch",  # web_fetch_20250910 and later (a server tool)
+    "web_search",  # web_search_20250305 and later (a server tool; needs a search provider)
     "builtin_tools",  # Anthropic-defined client tools: bash, text_editor
     "mcp",  # the MCP connector (beta): declared by the profile only (a probe needs an MCP server)
 )

@@ -39,6 +39,8 @@ __all__ = [
     "TOOL_PROMPT",
     "WEB_FETCH",
     "WEB_FETCH_ERROR_CODES",
+    "WEB_SEARCH",
+    "WEB_SEARCH_ERROR_CODES",
     "StreamedToolCall",
     "blocks_of",
     "colour_tool",
@@ -55,6 +57,7 @@ __all__ = [
     "tool_body",
     "tool_result_turns",
     "tool_uses",
+    "web_search_body",
 ]
 
 TOOL_MAX_TOKENS = 200  # a ceiling: one forced call ends the turn long before it
@@ -256,6 +259,18 @@ def streamed_text_blocks(run: StreamRun) -> list[str]:
 
 REGEX_SEARCH: dict[str, Any] = {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"}
 WEB_FETCH: dict[str, Any] = {"type": "web_fetch_20250910", "name": "web_fetch", "max_uses": 1}
+WEB_SEARCH: dict[str, Any] = {
+    "type": "web_search_20250305",
+    "name": "web_search",
+    "max_uses": 1,
+    "user_location": {
+        "type": "approximate",
+        "city": "Brest",
+        "region": "Brittany",
+        "country": "FR",
+        "timezone": "Europe/Paris",
+    },
+}
 BASH: dict[str, Any] = {"type": "bash_20250124", "name": "bash"}
 EDITOR: dict[str, Any] = {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool"}
 # Found only by a search: the prompt does not list it (defer_loading).
@@ -310,6 +325,26 @@ def fetch_body(
     """A forced web fetch (default tool: WEB_FETCH, at most one use)."""
     offered = tools or [WEB_FETCH]
     return tool_body(target, tools=offered, tool_choice=forced_tool("web_fetch"), prompt=prompt, **changes)
+
+
+WEB_SEARCH_ERROR_CODES = frozenset(
+    {
+        "invalid_tool_input",
+        "unavailable",
+        "max_uses_exceeded",
+        "too_many_requests",
+        "query_too_long",
+        "request_too_large",
+    }
+)
+
+
+def web_search_body(target: Target, **changes: Any) -> dict[str, Any]:
+    """A forced web search (at most one use, a user location)."""
+    choice = forced_tool("web_search")
+    return tool_body(
+        target, tools=[WEB_SEARCH], tool_choice=choice, prompt="Search the web: tides at Brest.", **changes
+    )
 
 
 def blocks_of(message: Any, kind: str, *, where: str = "the Message") -> list[dict[str, Any]]:

@@ -39,6 +39,7 @@ from conformance.tooluse import (
     EDITOR,
     SERVER_TOOL_ID,
     WEB_FETCH_ERROR_CODES,
+    WEB_SEARCH_ERROR_CODES,
     blocks_of,
     fetch_body,
     forced_tool,
@@ -46,6 +47,7 @@ from conformance.tooluse import (
     streamed_tool_calls,
     tool_body,
     tool_uses,
+    web_search_body,
 )
 
 SEARCH = "agents-and-tools/tool-use/tool-search-tool"
@@ -688,4 +690,90 @@ def test_srvtool_012_fetch_domain_filters(target: Target) -> None:
             body = fetch_body(target, f"Fetch {url} and summarise it.", tools=[{**fetch, **rule}])
             code = expect_fetch_result(answer_to(target, body, call))
             expect_equal(code, "url_not_allowed", f"the error of a fetch the {name} rule refuses")
+    cases.check()
+
+
+def expect_search_result(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """A web_search_tool_result holds web_search_result blocks, or an error with a documented
+    code; the results."""
+    content = read(result, "content", object, where="a web_search_tool_result")
+    if isinstance(content, dict):
+        expect_equal(content.get("type"), "web_search_tool_result_error", "a non-list content's type")
+        code = read(content, "error_code", str, where="a web_search_tool_result_error")
+        expect(code in WEB_SEARCH_ERROR_CODES, "a documented error_code", code, reason="error-code")
+        return []
+    expect(
+        isinstance(content, list), "content a list of web_search_result blocks", content, reason="result-type"
+    )
+    for item in content:
+        expect_equal(
+            read(item, "type", str, where="a web search result"), "web_search_result", "a result's type"
+        )
+        read(item, "url", str, where="a web_search_result")
+        read(item, "title", str, where="a web_search_result")
+        sealed = read(item, "encrypted_content", str, where="a web_search_result")
+        expect(bool(sealed), "a non-empty encrypted_content", repr(sealed), reason="encrypted-content")
+        age = item.get("page_age")
+        expect(age is None or isinstance(age, str), "page_age a string or null", age, reason="page-age")
+    return list(content)
+
+
+@prop(
+    "SRVTOOL-013",
+    Level.MUST,
+    "A web search answers with web_search_result blocks, counted in usage",
+    url="agents-and-tools/tool-use/web-search-tool#response",
+    requirement="A web search call (with a user_location) is a server_tool_use answered by a "
+    "web_search_tool_result holding web_search_result blocks (url, title, a non-empty "
+    "encrypted_content, page_age) or an error with a documented code; "
+    "usage.server_tool_use.web_search_requests counts the searches; count_tokens takes the same "
+    "tools. A search sent back unanswered (every model searches the same words) finds results.",
+    source="schema: ResponseWebSearchResultBlock required [encrypted_content, title, type, url]; "
+    "ServerToolUsage.web_search_requests; WebSearchTool20250305.user_location "
+    "{type approximate, city, region, country, timezone}",
+    invariant=50,
+    requires=("web_search",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "endpoint:POST /v1/messages/count_tokens",
+        "request:tools[].user_location",
+        "request:tools[].user_location.type",
+        "request:tools[].user_location.city",
+        "request:tools[].user_location.region",
+        "request:tools[].user_location.country",
+        "request:tools[].user_location.timezone",
+        "count_request:tools[].user_location",
+        "count_request:tools[].user_location.type",
+        "count_request:tools[].user_location.city",
+        "count_request:tools[].user_location.region",
+        "count_request:tools[].user_location.country",
+        "count_request:tools[].user_location.timezone",
+        "block:web_search_tool_result",
+        "response:usage.server_tool_use.web_search_requests",
+    ),
+)
+def test_srvtool_013_web_search_results(target: Target) -> None:
+    body = web_search_body(target)
+    cases = Cases()
+    with cases.case("forced search"):
+        message = create_json(target, body)
+        for result in expect_answered(message, "web_search"):
+            expect_search_result(result)
+        calls = [use for use in server_turn(message)[0] if use.get("name") == "web_search"]
+        counted = read(message, "usage.server_tool_use.web_search_requests", int, where=MESSAGE)
+        expect_equal(counted, len(calls), "usage.server_tool_use.web_search_requests (web_search calls)")
+    with cases.case("search sent back"):
+        call = {
+            "type": "server_tool_use",
+            "id": "srvtoolu_plumbline13",
+            "name": "web_search",
+            "input": {"query": "tide Brest"},
+        }
+        found = expect_search_result(answer_to(target, body, call))
+        if not found:
+            not_judged("the search found nothing (the target's index may not know Brest's tides)")
+    with cases.case("count_tokens"):
+        counted_body = {key: body[key] for key in ("model", "messages", "tools")}
+        response = target.request("POST", "/v1/messages/count_tokens", json_body=counted_body)
+        expect_status(response, 200)
     cases.check()

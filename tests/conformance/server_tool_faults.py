@@ -55,9 +55,9 @@ def _fetch_error_code(_: Request, data: JSONDict) -> None:
             content["error_code"] = "fetch_failed"
 
 
-def _no_fetch_count(usage: Any) -> None:
+def _no_fetch_count(usage: Any, key: str = "web_fetch_requests") -> None:
     if isinstance(usage, dict) and isinstance(usage.get("server_tool_use"), dict):
-        usage["server_tool_use"]["web_fetch_requests"] = 0
+        usage["server_tool_use"][key] = 0
 
 
 def _server_input_whole(_: Request, frames: list[Frame]) -> list[Frame]:
@@ -168,6 +168,10 @@ def server_tool_fault_catalogue() -> dict[str, Fault]:
         ),
         "SRVTOOL-009": Fault("the redaction test string ignored", response=message_json(_plain_thinking)),
         "SRVTOOL-010": Fault("a paused turn sent back is refused", request=_refuse_resumed),
+        "SRVTOOL-013": Fault(
+            "web searches not counted in usage",
+            response=message_json(lambda r, d: _no_fetch_count(d.get("usage"), "web_search_requests")),
+        ),
         "SRVTOOL-012": Fault("web fetch domain filters ignored", response=message_json(_filters_ignored)),
         "SRVTOOL-011": Fault(
             "MCP calls passed on as client tool calls", response=message_json(_mcp_as_client_calls)

@@ -76,7 +76,7 @@ def test_refused_features_are_unsupported_unless_declared(scripted_url, profile,
     Structured outputs refused although the model's capabilities declare them: FAIL."""
     fault = Fault("tools and structured outputs refused", request=_refuse_features)
     with running_proxy(FaultProxy(scripted_url, everywhere=fault)) as url:
-        code, index, output = run(url, tmp_path, profile, ["-k", "tool_001 or struct_001 or err_011"])
+        code, index, output = run(url, tmp_path, profile, ["-k", "test_tool_001 or struct_001 or err_011"])
     got = verdicts(index)
     assert got == {"ERR-011": "PASS", "TOOL-001": "UNSUPPORTED", "STRUCT-001": "FAIL"}, output[-3000:]
     tool = next(p for p in index["properties"] if p["id"] == "TOOL-001")
