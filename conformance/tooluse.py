@@ -272,7 +272,11 @@ WEB_SEARCH: dict[str, Any] = {
     },
 }
 BASH: dict[str, Any] = {"type": "bash_20250124", "name": "bash"}
-EDITOR: dict[str, Any] = {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool"}
+EDITOR: dict[str, Any] = {
+    "type": "text_editor_20250728",
+    "name": "str_replace_based_edit_tool",
+    "max_characters": 10000,
+}
 # Found only by a search: the prompt does not list it (defer_loading).
 DEFERRED_TOOL: dict[str, Any] = {
     "name": "get_tide",

@@ -423,6 +423,10 @@ def test_tokens_010_reasoning_and_format(target: Target) -> None:
         "count_request:tools[].citations",
         "count_request:tools[].citations.enabled",
         "count_request:tools[].use_cache",
+        "count_request:tools[].url_sources",
+        "count_request:tools[].url_sources.user_input",
+        "count_request:tools[].url_sources.client_tool_results",
+        "count_request:tools[].url_sources.server_tool_results",
         "count_request:tools[].defer_loading",
         "count_response:input_tokens",
     ),
@@ -436,6 +440,11 @@ def test_tokens_011_anthropic_fields(target: Target) -> None:
         "max_content_tokens": 4000,
         "citations": {"enabled": False},
         "use_cache": True,
+        "url_sources": {
+            "user_input": {"type": "all"},
+            "client_tool_results": {"type": "none"},
+            "server_tool_results": {"type": "all"},
+        },
     }
     search = {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"}
     deferred = {**COUNT_TOOL, "defer_loading": True}

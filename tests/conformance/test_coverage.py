@@ -238,3 +238,11 @@ def test_declarations_hold_on_the_reference_server(reference_run):
         if missing:
             wrong[pid] = missing
     assert not wrong, f"declared but never sent or seen in the run: {json.dumps(wrong, indent=1)}"
+
+
+def test_every_gap_says_why():
+    load_all()
+    declared = coverage.covered_by((p.id, p.covers) for p in REGISTRY.values())
+    gaps = [key for key in coverage.universe() if key not in declared]
+    assert gaps, "no gap left: GAP_REASONS can go"
+    assert not [key for key in gaps if coverage_report.gap_reason(key) is None]
