@@ -677,7 +677,9 @@ def test_srvtool_011_mcp_connector(target: Target) -> None:
     "web_fetch_tool_result is the error url_not_allowed, whatever the other options "
     "(max_content_tokens, citations off, use_cache). The URL is on the reserved .invalid domain, so "
     "a target that ignores the filters answers url_not_accessible instead. The call is one the "
-    "client sends back unanswered, so every model fetches the same URL.",
+    "client sends back unanswered, so every model fetches the same URL. A SHOULD sub-case: with "
+    "url_sources (an SDK 2.14 field the docs do not describe yet) not counting user input, a URL "
+    "only the user gave is url_not_in_prior_context.",
     source='docs: agents-and-tools/tool-use/web-fetch-tool#errors — "url_not_allowed: URL blocked by '
     'domain filtering rules and model restrictions"',
     requires=("web_fetch",),
