@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
@@ -31,13 +31,13 @@ def mcp_server() -> Iterator[RunningMcp]:
     running = RunningMcp(f"http://127.0.0.1:{port}/mcp")
 
     @server.tool()
-    def tide(harbour: str) -> str:
+    def tide(harbour: Literal["brest", "dover"]) -> str:
         """The height of the tide at a harbour."""
         running.calls.append({"harbour": harbour})
         return f"High tide at {harbour}: 4.2 m"
 
     @server.tool()
-    def wind(harbour: str) -> str:
+    def wind(harbour: Literal["brest", "dover"]) -> str:
         """The wind at a harbour."""
         return f"Wind at {harbour}: calm"
 

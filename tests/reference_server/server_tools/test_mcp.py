@@ -34,7 +34,7 @@ def server(site, **changes):
 def test_an_mcp_tool_is_listed_called_and_answered():
     with mcp_server() as site:
         client, engine = client_for(
-            calling(ToolCall("x", "tide", {"harbour": "Brest"})), allow_private_mcp=True
+            calling(ToolCall("x", "tide", {"harbour": "brest"})), allow_private_mcp=True
         )
         with client:
             toolset = {"type": "mcp_toolset", "mcp_server_name": "tides"}
@@ -43,18 +43,18 @@ def test_an_mcp_tool_is_listed_called_and_answered():
             message = response.json()
             assert types(message) == ["mcp_tool_use", "mcp_tool_result", "text"]
             use, result, _ = message["content"]
-            assert (use["name"], use["server_name"], use["input"]) == ("tide", "tides", {"harbour": "Brest"})
+            assert (use["name"], use["server_name"], use["input"]) == ("tide", "tides", {"harbour": "brest"})
             assert use["id"].startswith("mcptoolu_")
             assert result == {
                 "type": "mcp_tool_result",
                 "tool_use_id": use["id"],
                 "is_error": False,
-                "content": [{"type": "text", "text": "High tide at Brest: 4.2 m"}],
+                "content": [{"type": "text", "text": "High tide at brest: 4.2 m"}],
             }
-            assert site.calls == [{"harbour": "Brest"}]
+            assert site.calls == [{"harbour": "brest"}]
             assert {"Bearer secret-token"} == set(site.authorizations)
             assert {tool.name for tool in engine.requests[0].tools} == {"tide", "wind"}
-            assert "High tide at Brest" in engine.requests[1].turns[-1].text
+            assert "High tide at brest" in engine.requests[1].turns[-1].text
             history = {
                 **body([server(site)], [toolset]),
                 "messages": [
