@@ -319,7 +319,7 @@ def _message_turns(
             # The calls render after the text: the breakpoint caches up to the text's end.
             texts.append(("", block.cache_control))
         elif isinstance(block, ToolResultBlockParam):
-            turn = tool_result_turn(block, block_path, names[block.tool_use_id])
+            turn = tool_result_turn(block, block_path, names[block.tool_use_id], tools)
             results.append(replace(turn, cache_marks=_marks(block.cache_control, len(turn.text))))
         elif isinstance(block, ServerContentBlockParam) and block.type in CALL_TYPES:
             call = server_call(block, block_path, message.role)

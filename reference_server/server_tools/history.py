@@ -15,7 +15,7 @@ from typing import Any
 
 from reference_server.engine.base import ToolCall, Turn
 from reference_server.errors import InvalidRequestError
-from reference_server.protocol import MessageParam, ServerContentBlockParam
+from reference_server.protocol import MessageParam, ServerContentBlockParam, ToolResultBlockParam
 from reference_server.tools.definitions import ToolDefinition
 
 from .results import Opener, found_tools, result_text
@@ -36,15 +36,20 @@ def _fields(block: ServerContentBlockParam) -> dict[str, Any]:
 
 
 def loaded_tools(messages: Sequence[MessageParam]) -> frozenset[str]:
-    """Deferred tools that tool searches found earlier in the conversation."""
-    return frozenset(
-        name
-        for message in messages
-        if not isinstance(message.content, str)
-        for block in message.content
-        if isinstance(block, ServerContentBlockParam) and block.type == "tool_search_tool_result"
-        for name in found_tools(_fields(block))
-    )
+    """Deferred tools that tool searches found earlier in the conversation: the server's
+    (tool_search_tool_result) or the client's own (tool_reference blocks in a tool_result)."""
+    found: set[str] = set()
+    for message in messages:
+        for block in () if isinstance(message.content, str) else message.content:
+            if isinstance(block, ServerContentBlockParam) and block.type == "tool_search_tool_result":
+                found.update(found_tools(_fields(block)))
+            elif isinstance(block, ToolResultBlockParam) and isinstance(block.content, list):
+                found.update(
+                    item["tool_name"]
+                    for item in block.content
+                    if item.get("type") == "tool_reference" and isinstance(item.get("tool_name"), str)
+                )
+    return frozenset(found)
 
 
 def server_call(block: ServerContentBlockParam, path: str, role: str) -> ToolCall:

@@ -107,16 +107,10 @@ def check_unique(parsed: Sequence[ToolDefinition], raw: Sequence[dict[str, Any]]
 
 
 def _check_deferral(tools: Sequence[ToolDefinition]) -> None:
-    """Deferred tools need a tool search to be found by, and something must stay loaded."""
-    if not any(tool.deferred for tool in tools):
-        return
-    if all(tool.deferred for tool in tools):
+    """Something must stay loaded. (A deferred tool needs no server tool search: a client may
+    search itself and answer with `tool_reference` blocks in a tool_result, as Claude Code does.)"""
+    if tools and all(tool.deferred for tool in tools):
         raise InvalidRequestError("tools: all tools have defer_loading set; at least one tool must be loaded")
-    if not any(tool.name.startswith("tool_search_tool_") for tool in tools):
-        raise InvalidRequestError(
-            "tools: tools with defer_loading need a tool search tool (tool_search_tool_regex_20251119 or"
-            " tool_search_tool_bm25_20251119) to be found by"
-        )
 
 
 def _custom_tool(raw: dict[str, Any], path: str) -> ToolDefinition:

@@ -5,12 +5,24 @@ into the engine's neutral `ToolCall`s and `tool` turns.
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from reference_server.engine.base import ToolCall, Turn
+from reference_server.engine.toolformat import tool_function
 from reference_server.errors import InvalidRequestError
 from reference_server.protocol import MessageParam, ToolResultBlockParam, ToolUseBlockParam
+from reference_server.tools.definitions import ToolDefinition
+
+
+def reference_text(name: str, tools: Mapping[str, ToolDefinition]) -> str:
+    """What the model reads of a found tool: its definition, as the tools section lists one."""
+    tool = tools.get(name)
+    if tool is None:
+        return f"Tool found: {name} (not one of this request's tools)"
+    return "Tool found; it can now be called:\n" + json.dumps(tool_function(tool.spec()), ensure_ascii=False)
+
 
 __all__ = ["check_tool_pairing", "tool_call", "tool_result_turn"]
 
@@ -89,8 +101,12 @@ def tool_call(block: ToolUseBlockParam) -> ToolCall:
     return ToolCall(block.id, block.name, block.input)
 
 
-def tool_result_turn(block: ToolResultBlockParam, path: str, name: str) -> Turn:
-    """A tool_result as a `tool` turn: its string content, or its text blocks joined."""
+def tool_result_turn(
+    block: ToolResultBlockParam, path: str, name: str, tools: Mapping[str, ToolDefinition] | None = None
+) -> Turn:
+    """A tool_result as a `tool` turn: its string content, or its text blocks joined; a
+    `tool_reference` (a client-side tool search's answer) shows the tool's definition, which
+    makes it callable (server_tools/history.py `loaded_tools`)."""
     content = block.content
     if content is None or isinstance(content, str):
         text = content or ""
@@ -98,6 +114,9 @@ def tool_result_turn(block: ToolResultBlockParam, path: str, name: str) -> Turn:
         texts = []
         for position, item in enumerate(content):
             kind = item.get("type")
+            if kind == "tool_reference" and isinstance(item.get("tool_name"), str):
+                texts.append(reference_text(item["tool_name"], tools or {}))
+                continue
             if kind != "text" or not isinstance(item.get("text"), str):
                 raise InvalidRequestError(
                     f"{path}.content.{position}: {kind} blocks in tool results are not supported by this "

@@ -144,7 +144,6 @@ def test_a_tool_found_earlier_is_callable_and_a_deferred_one_is_not():
     ("tools", "words"),
     [
         ([WEATHER], "at least one tool must be loaded"),
-        ([WEATHER, CLOCK], "need a tool search tool"),
         ([{**REGEX, "defer_loading": True}, CLOCK], "cannot itself be deferred"),
         ([{**REGEX, "name": "search"}], "tools.0.name: Input should be 'tool_search_tool_regex'"),
         ([{**FETCH, "allowed_domains": ["a.com"], "blocked_domains": ["b.com"]}], "cannot both be set"),
@@ -517,3 +516,39 @@ def test_url_sources_say_where_a_fetched_url_may_come_from():
             )
             == "url_not_in_prior_context"
         )
+
+
+def test_a_client_side_search_loads_tools_by_tool_reference():
+    """Claude Code's way: no server tool search, a deferred tool, and a client tool whose
+    tool_result holds tool_reference blocks; the found tool is shown and callable."""
+    finder = {
+        "name": "find_tools",
+        "description": "Finds tools",
+        "input_schema": {"type": "object", "properties": {}},
+    }
+    client, engine = client_for(render_call(ToolCall("y", "get_weather", {"city": "Paris"})))
+    history = [
+        {"role": "user", "content": "Weather?"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "find_tools", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "content": [{"type": "tool_reference", "tool_name": "get_weather"}],
+                }
+            ],
+        },
+    ]
+    forced = {"type": "tool", "name": "get_weather"}
+    with client:
+        response = client.post(
+            "/v1/messages", json=body([finder, WEATHER], messages=history, tool_choice=forced)
+        )
+    assert response.status_code == 200, response.text
+    assert response.json()["content"][0]["name"] == "get_weather"
+    assert '"name": "get_weather"' in engine.requests[0].turns[-1].text
