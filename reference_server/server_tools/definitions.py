@@ -31,6 +31,7 @@ __all__ = [
     "WebFetchConfig",
     "WebSearchConfig",
     "check_toolset",
+    "checked_param",
     "server_tool",
 ]
 
@@ -212,12 +213,7 @@ class ToolsetParam(BaseModel):
 
 def check_toolset(raw: dict[str, Any], path: str) -> ToolsetParam:
     """A `mcp_toolset` entry of `tools`, checked (it offers a server's tools: it is no tool)."""
-    try:
-        return ToolsetParam.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise InvalidRequestError(f"{path}.{where}: {first['msg']}") from None
+    return checked_param(ToolsetParam, raw, path)
 
 
 ServerToolConfig = ToolSearchConfig | WebFetchConfig | WebSearchConfig | McpToolConfig
@@ -262,14 +258,14 @@ def server_tool(raw: dict[str, Any], path: str) -> ServedTool:
     if kind in _SEARCH_TYPES:
         search = _SEARCH_TYPES[kind]
         name = f"tool_search_tool_{search}"
-        tool: _ServerToolParam = _checked(_ServerToolParam, raw, path)
+        tool: _ServerToolParam = checked_param(_ServerToolParam, raw, path)
         _check_name(tool, name, path)
         if tool.defer_loading:
             raise InvalidRequestError(f"{path}.defer_loading: a tool search tool cannot itself be deferred")
         return ServedTool(name, _DESCRIPTIONS[search], _QUERY, False, ToolSearchConfig(search))
     if kind in _SEARCH_WEB_TYPES:
         return _web_search(kind, raw, path)
-    fetch = _checked(_WebFetchParam, raw, path)
+    fetch = checked_param(_WebFetchParam, raw, path)
     _check_name(fetch, "web_fetch", path)
     if fetch.allowed_domains is not None and fetch.blocked_domains is not None:
         raise InvalidRequestError(f"{path}: allowed_domains and blocked_domains cannot both be set")
@@ -309,7 +305,7 @@ def _rule(source: _SourceParam | None, path: str) -> SourceRule:
 
 
 def _web_search(kind: str, raw: dict[str, Any], path: str) -> ServedTool:
-    search = _checked(_WebSearchParam, raw, path)
+    search = checked_param(_WebSearchParam, raw, path)
     _check_name(search, "web_search", path)
     if search.allowed_domains is not None and search.blocked_domains is not None:
         raise InvalidRequestError(f"{path}: allowed_domains and blocked_domains cannot both be set")
@@ -325,7 +321,8 @@ def _web_search(kind: str, raw: dict[str, Any], path: str) -> ServedTool:
     return ServedTool("web_search", _DESCRIPTIONS["web_search"], _QUERY, bool(search.defer_loading), config)
 
 
-def _checked(model: type[_T], raw: dict[str, Any], path: str) -> _T:
+def checked_param(model: type[_T], raw: dict[str, Any], path: str) -> _T:
+    """`raw` as a `model` tool entry; its first problem as a 400 with the API's path."""
     try:
         return model.model_validate(raw)
     except ValidationError as exc:

@@ -17,7 +17,7 @@ import base64
 import ipaddress
 import re
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urljoin, urlsplit, urlunsplit
@@ -27,7 +27,15 @@ from bs4 import BeautifulSoup
 
 from .definitions import WebFetchConfig
 
-__all__ = ["FetchFailed", "FetchPolicy", "Fetched", "Resolver", "WebFetcher", "domain_allowed"]
+__all__ = [
+    "FetchFailed",
+    "FetchPolicy",
+    "Fetched",
+    "Resolver",
+    "WebFetcher",
+    "domain_allowed",
+    "domains_allow",
+]
 
 MAX_URL_LENGTH = 2048  # the API's longest URL in citations
 CHARS_PER_TOKEN = 4  # max_content_tokens is applied to text as about this many characters a token
@@ -74,14 +82,30 @@ async def _resolve(host: str, port: int) -> list[str]:
 
 def domain_allowed(host: str, config: WebFetchConfig) -> bool:
     """The request's allowed_domains / blocked_domains (a domain covers its subdomains)."""
+    return domains_allow(host, config.allowed_domains, config.blocked_domains)
+
+
+def domains_allow(host: str, allowed: Sequence[str] | None, blocked: Sequence[str]) -> bool:
+    """Whether `host` passes an allow list (None: anything) and a block list; a domain covers
+    its subdomains, and a scheme or path written with it is ignored. Web search filters its
+    results' URLs with the same rule."""
 
     def covers(domain: str) -> bool:
-        domain = re.sub(r"^[a-z]+://", "", domain).split("/")[0].lower()
+        domain = re.sub(r"^[a-z]+://", "", domain.lower()).split("/")[0]
         return host == domain or host.endswith("." + domain)
 
-    if config.allowed_domains is not None and not any(covers(d) for d in config.allowed_domains):
+    if allowed is not None and not any(covers(d) for d in allowed):
         return False
-    return not any(covers(d) for d in config.blocked_domains)
+    return not any(covers(d) for d in blocked)
+
+
+def page_text(soup: BeautifulSoup) -> tuple[str | None, str]:
+    """An HTML page's title and visible text (scripts, styles and the head left out), blank
+    lines collapsed. `soup` is consumed. Web search indexes pages with the same reading."""
+    title = soup.title.get_text(strip=True) if soup.title is not None else None
+    for hidden in soup(["script", "style", "noscript", "template", "head"]):
+        hidden.decompose()
+    return title, re.sub(r"\n\s*\n+", "\n\n", soup.get_text("\n")).strip()
 
 
 def _public(address: str) -> bool:
@@ -180,11 +204,7 @@ class WebFetcher:
         text = bytes(body).decode(response.encoding or "utf-8", errors="replace")
         title = None
         if media_type in _HTML_TYPES:
-            soup = BeautifulSoup(text, "html.parser")
-            title = soup.title.get_text(strip=True) if soup.title is not None else None
-            for hidden in soup(["script", "style", "noscript", "template", "head"]):
-                hidden.decompose()
-            text = re.sub(r"\n\s*\n+", "\n\n", soup.get_text("\n")).strip()
+            title, text = page_text(BeautifulSoup(text, "html.parser"))
         if config.max_content_tokens is not None:
             text = text[: config.max_content_tokens * CHARS_PER_TOKEN]
         return Fetched(url, "text/plain", text, title or None, retrieved_at)

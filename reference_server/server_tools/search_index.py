@@ -23,6 +23,8 @@ from urllib.parse import urlsplit
 
 from bs4 import BeautifulSoup
 
+from .fetch import domains_allow, page_text
+
 __all__ = ["INVALID_HOST", "SearchHit", "WebSearchIndex"]
 
 INVALID_HOST = "local-index.invalid"
@@ -87,15 +89,7 @@ class WebSearchIndex:
 
 
 def _domain_ok(url: str, allowed: tuple[str, ...] | None, blocked: tuple[str, ...]) -> bool:
-    host = (urlsplit(url).hostname or "").lower()
-
-    def covers(domain: str) -> bool:
-        domain = re.sub(r"^[a-z]+://", "", domain.lower()).split("/")[0]
-        return host == domain or host.endswith("." + domain)
-
-    if allowed is not None and not any(covers(d) for d in allowed):
-        return False
-    return not any(covers(d) for d in blocked)
+    return domains_allow((urlsplit(url).hostname or "").lower(), allowed, blocked)
 
 
 def _document(path: Path, relative: Path) -> SearchHit:
@@ -103,14 +97,12 @@ def _document(path: Path, relative: Path) -> SearchHit:
     url = f"https://{INVALID_HOST}/{relative.as_posix()}"
     if path.suffix.lower() in (".html", ".htm"):
         soup = BeautifulSoup(raw, "html.parser")
-        title = soup.title.get_text(strip=True) if soup.title is not None else relative.stem
-        canonical = soup.find("link", rel="canonical")
+        canonical = soup.find("link", rel="canonical")  # read before page_text drops the head
         href = canonical.get("href") if canonical is not None else None
         if isinstance(href, str) and href.startswith(("http://", "https://")):
             url = href
-        for hidden in soup(["script", "style", "noscript", "template", "head"]):
-            hidden.decompose()
-        text = re.sub(r"\n\s*\n+", "\n\n", soup.get_text("\n")).strip()
+        found, text = page_text(soup)
+        title = found or relative.stem
     else:
         lines = raw.splitlines()
         if lines and lines[0].startswith("URL: "):

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
 from reference_server.errors import InvalidRequestError
 from reference_server.protocol import CacheControlEphemeralParam
+from reference_server.server_tools.definitions import checked_param
 
 __all__ = ["CLIENT_TOOL_TYPES", "builtin_client_tool"]
 
@@ -109,12 +110,7 @@ def builtin_client_tool(raw: dict[str, Any], path: str) -> tuple[str, str, dict[
     """A checked Anthropic-defined client tool: (name, description, input schema, deferred)."""
     kind = raw["type"]
     name, description, schema = _TOOLS[kind]
-    try:
-        tool = _BuiltinToolParam.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise InvalidRequestError(f"{path}.{where}: {first['msg']}") from None
+    tool = checked_param(_BuiltinToolParam, raw, path)
     if tool.name != name:
         raise InvalidRequestError(f"{path}.name: Input should be {name!r}")
     if tool.max_characters is not None and kind != "text_editor_20250728":

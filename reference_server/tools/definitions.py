@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
 from reference_server.engine.base import ToolSpec
 from reference_server.errors import InvalidRequestError
@@ -27,6 +27,7 @@ from reference_server.server_tools.definitions import (
     SERVED_TOOL_TYPES,
     ServerToolConfig,
     check_toolset,
+    checked_param,
     server_tool,
 )
 from reference_server.tools.builtin import CLIENT_TOOL_TYPES, builtin_client_tool
@@ -114,12 +115,7 @@ def _check_deferral(tools: Sequence[ToolDefinition]) -> None:
 
 
 def _custom_tool(raw: dict[str, Any], path: str) -> ToolDefinition:
-    try:
-        tool = CustomToolParam.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise InvalidRequestError(f"{path}.{where}: {first['msg']}") from None
+    tool = checked_param(CustomToolParam, raw, path)
     schema = tool.input_schema
     if schema.get("type") != "object":
         raise InvalidRequestError(f"{path}.input_schema.type: Input should be 'object'")
