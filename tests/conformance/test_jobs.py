@@ -51,6 +51,7 @@ def test_one_worker_and_the_default_give_the_same_verdicts(
 
 @pytest.mark.mlx
 @pytest.mark.slow
+@pytest.mark.deep  # 65 s in CI; the clean comparison above stays in CI as its representative
 @pytest.mark.xdist_group("catalogue")
 def test_one_worker_and_the_default_give_the_same_failures(
     faulted_run, tiny_random_url, proof_profile, tmp_path
