@@ -104,8 +104,8 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         type=Path,
         default=None,
         metavar="DIR",
-        help="state kept across restarts: the thinking signing key and message batches (default:"
-        " $PLUMBLINE_DATA_DIR, else the user's data directory)",
+        help="state kept across restarts: the thinking signing key, message batches and uploaded"
+        " files (default: $PLUMBLINE_DATA_DIR, else the user's data directory)",
     )
     parser.add_argument(
         "--batch-concurrency",

@@ -19,6 +19,7 @@ from reference_server.batches import open_batches
 from reference_server.catalog import ModelCatalog
 from reference_server.engine.base import Engine
 from reference_server.errors import AuthenticationError, InvalidRequestError, exception_handlers
+from reference_server.files.store import FileStore
 from reference_server.ids import request_id_of
 from reference_server.openai import ChatCompletionsService
 from reference_server.routes import route_handlers
@@ -76,7 +77,9 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
             signer=signer,
             mcp=FetchPolicy(allow_private=settings.allow_private_mcp),
         )
-        app.state.service = MessagesService(active, catalog, signer, server_tools)
+        # The Files API: metadata in SQLite, bytes beside it, in the data directory.
+        app.state.files = await asyncio.to_thread(FileStore.open, settings.resolved_data_dir())
+        app.state.service = MessagesService(active, catalog, signer, server_tools, app.state.files)
         app.state.chat = ChatCompletionsService(app.state.service)
         app.state.settings = settings
         # Message Batches: SQLite in the data directory; pending requests resume at once.
@@ -87,6 +90,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
             yield
         finally:
             await app.state.batches.aclose()  # before the engine: running requests stay pending
+            app.state.files.close()
             if owned:
                 await active.aclose()
 

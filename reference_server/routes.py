@@ -14,6 +14,7 @@ from litestar.types import Receive
 from reference_server.batches import batch_route_handlers
 from reference_server.engine.base import Generation
 from reference_server.errors import NotFoundError
+from reference_server.files import file_route_handlers
 from reference_server.ids import request_id_of
 from reference_server.openai import ChatCompletionsService, parse_request, sse_chunks
 from reference_server.openai import exception_handlers as openai_exception_handlers
@@ -177,4 +178,5 @@ route_handlers = [
     get_model,
     create_chat_completion,
     *batch_route_handlers,
+    *file_route_handlers,
 ]

@@ -5,10 +5,11 @@ of `Message` and stream events.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Collection, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from reference_server.assembly import Outcome, Piece, events_of, message_of
 from reference_server.catalog import ModelCatalog
@@ -29,6 +30,8 @@ from reference_server.engine.errors import (
     TokenizerError,
 )
 from reference_server.errors import InternalServerError, InvalidRequestError, OverloadedError
+from reference_server.files.sources import has_file_sources, inline_file_sources
+from reference_server.files.store import FileStore
 from reference_server.prepared import PreparedMessage
 from reference_server.protocol import (
     ClearThinkingEdit,
@@ -82,6 +85,8 @@ __all__ = [
     "MessagesService",
 ]
 
+P = TypeVar("P", bound=PromptParams)
+
 
 class ContextWindowExceeded(InvalidRequestError):
     """The prompt leaves no room for a generated token (its own class so that every dialect
@@ -125,11 +130,19 @@ class MessagesService:
         catalog: ModelCatalog,
         signer: ThinkingSigner,
         server_tools: ServerToolRuntime | None = None,
+        files: FileStore | None = None,
     ) -> None:
         self.engine = engine
         self.catalog = catalog
         self.signer = signer
         self.server_tools = server_tools or ServerToolRuntime()
+        self.files = files  # the Files API's store: file sources are read from it
+
+    async def _inlined(self, params: P) -> P:
+        """`params` with file sources replaced by the files' content (files/sources.py)."""
+        if not has_file_sources(params):
+            return params
+        return await asyncio.to_thread(inline_file_sources, params, self.files)
 
     def _prompt(
         self, params: PromptParams, betas: Collection[str], offered: tuple[ToolDefinition, ...] = ()
@@ -231,6 +244,7 @@ class MessagesService:
         return ContextManagementResponse(applied_edits=applied)
 
     async def prepare(self, params: MessageCreateParams, betas: Collection[str] = ()) -> PreparedMessage:
+        params = await self._inlined(params)
         prompt, tool_uses = await self._managed_prompt(params, betas)
         card, tools, policy = prompt.card, prompt.tools, prompt.policy
         stops = check_stop_sequences(params.stop_sequences)
@@ -326,6 +340,7 @@ class MessagesService:
     async def count_tokens(
         self, params: MessageCountTokensParams, betas: Collection[str] = ()
     ) -> MessageTokensCount:
+        params = await self._inlined(params)
         prompt, tool_uses = await self._managed_prompt(params, betas)
         request = EngineRequest(prompt.card.id, prompt.turns, 0, tools=_rendered(prompt.tools))
         tokens = await self._count(request, prompt.card.context_window)

@@ -57,6 +57,8 @@ class Settings:
     server_tool_iterations: int = DEFAULT_MAX_ITERATIONS
     # Web search's provider: a local index over this directory's documents (None: not served).
     web_search_index: Path | None = None
+    # The Files API's largest upload (the API's 500 MB).
+    max_file_bytes: int = 500 * 1024 * 1024
 
     def resolved_data_dir(self) -> Path:
         """The data directory this server uses."""

@@ -1,0 +1,172 @@
+"""Uploaded files on disk: metadata in SQLite (`files.sqlite3`), bytes in `files/<id>`, both in
+the data directory.
+
+An upload is written to a temporary file in the same directory, synced, renamed to its final
+name, and only then listed (one committed row), so a `kill -9` at any moment leaves either a
+listed file with all its bytes or nothing listed; `FileStore.open` removes what such a kill left
+behind (temporary files, and bytes no row names). A deleted file leaves a tombstone row, so a
+list cursor naming it still works and its id is never reused; its bytes are removed.
+
+The methods are synchronous and serialised by a lock: call them off the event loop.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sqlite3
+import string
+import tempfile
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+__all__ = ["CursorNotFound", "FileRecord", "FileStore", "new_file_id"]
+
+_ALPHABET = string.ascii_letters + string.digits
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS files (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,  -- upload order: the list is newest first
+    id TEXT NOT NULL UNIQUE,
+    filename TEXT NOT NULL,
+    mime_type TEXT NOT NULL,
+    size_bytes INTEGER NOT NULL,
+    created_at REAL NOT NULL,               -- Unix seconds
+    deleted INTEGER NOT NULL DEFAULT 0
+);
+"""
+_TEMP_PREFIX = ".upload-"
+_CHUNK = 1 << 20
+
+
+def new_file_id() -> str:
+    """A file id in the API's shape: `file_` and 24 random letters and digits."""
+    return "file_" + "".join(secrets.choice(_ALPHABET) for _ in range(24))
+
+
+class CursorNotFound(LookupError):
+    """A list cursor (`after_id` / `before_id`) names no file this store ever held."""
+
+
+@dataclass(frozen=True, slots=True)
+class FileRecord:
+    id: str
+    filename: str
+    mime_type: str
+    size_bytes: int
+    created_at: float
+
+
+class FileStore:
+    """Files under `directory`; `open` creates what is missing and sweeps a crash's leftovers."""
+
+    def __init__(self, directory: Path, connection: sqlite3.Connection) -> None:
+        self.directory = directory
+        self._blobs = directory / "files"
+        self._db = connection
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, directory: Path) -> FileStore:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "files").mkdir(exist_ok=True)
+        connection = sqlite3.connect(directory / "files.sqlite3", check_same_thread=False)
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=FULL")
+        connection.executescript(_SCHEMA)
+        store = cls(directory, connection)
+        store._sweep()
+        return store
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _sweep(self) -> None:
+        """Remove temporary uploads and bytes that no live row names (a kill between the rename
+        and the commit, or between a delete's commit and the unlink)."""
+        live = {row[0] for row in self._db.execute("SELECT id FROM files WHERE deleted = 0")}
+        for path in self._blobs.iterdir():
+            if path.name.startswith(_TEMP_PREFIX) or path.name not in live:
+                path.unlink(missing_ok=True)
+
+    def add(self, chunks: Iterable[bytes], *, filename: str, mime_type: str, now: float) -> FileRecord:
+        """Store an upload's bytes, then list it; returns its record."""
+        file_id = new_file_id()
+        handle, temp = tempfile.mkstemp(prefix=_TEMP_PREFIX, dir=self._blobs)
+        try:
+            size = 0
+            with os.fdopen(handle, "wb") as out:
+                for chunk in chunks:
+                    out.write(chunk)
+                    size += len(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temp, self._blobs / file_id)
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
+        record = FileRecord(file_id, filename, mime_type, size, now)
+        with self._lock, self._db:
+            self._db.execute(
+                "INSERT INTO files (id, filename, mime_type, size_bytes, created_at) VALUES (?, ?, ?, ?, ?)",
+                (file_id, filename, mime_type, size, now),
+            )
+        return record
+
+    def get(self, file_id: str) -> FileRecord | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT id, filename, mime_type, size_bytes, created_at FROM files"
+                " WHERE id = ? AND deleted = 0",
+                (file_id,),
+            ).fetchone()
+        return FileRecord(*row) if row else None
+
+    def read(self, file_id: str) -> bytes | None:
+        """The bytes of a listed file (None: unknown or deleted)."""
+        if self.get(file_id) is None:
+            return None
+        try:
+            return (self._blobs / file_id).read_bytes()
+        except FileNotFoundError:  # deleted meanwhile
+            return None
+
+    def stream(self, file_id: str) -> IO[bytes]:
+        return (self._blobs / file_id).open("rb")
+
+    def delete(self, file_id: str) -> bool:
+        """Delete a listed file (False: unknown or already deleted)."""
+        with self._lock, self._db:
+            done = self._db.execute(
+                "UPDATE files SET deleted = 1 WHERE id = ? AND deleted = 0", (file_id,)
+            ).rowcount
+        if done:
+            (self._blobs / file_id).unlink(missing_ok=True)
+        return bool(done)
+
+    def page(
+        self, *, after_id: str | None, before_id: str | None, limit: int
+    ) -> tuple[list[FileRecord], bool]:
+        """Newest first; `after_id` pages on to older files, `before_id` back to newer ones."""
+        with self._lock:
+            anchor = after_id if after_id is not None else before_id
+            clause, order, args = "", "DESC", list[object]()
+            if anchor is not None:
+                row = self._db.execute("SELECT seq FROM files WHERE id = ?", (anchor,)).fetchone()
+                if row is None:
+                    raise CursorNotFound("after_id" if after_id is not None else "before_id")
+                clause = "AND seq < ?" if after_id is not None else "AND seq > ?"
+                order = "DESC" if after_id is not None else "ASC"
+                args.append(row[0])
+            rows = self._db.execute(
+                "SELECT id, filename, mime_type, size_bytes, created_at FROM files"
+                f" WHERE deleted = 0 {clause} ORDER BY seq {order} LIMIT ?",
+                (*args, limit + 1),
+            ).fetchall()
+        records = [FileRecord(*row) for row in rows[:limit]]
+        if order == "ASC":
+            records.reverse()
+        return records, len(rows) > limit
