@@ -96,10 +96,10 @@ def _inline(source: dict[str, Any], kind: str, path: str, store: FileStore | Non
     file_id = source.get("file_id")
     if not isinstance(file_id, str):
         raise InvalidRequestError(f"{path}.file_id: Field required")
-    record = store.get(file_id) if store is not None else None
-    data = store.read(file_id) if store is not None and record is not None else None
-    if record is None or data is None:
+    found = store.read(file_id) if store is not None else None
+    if found is None:
         raise NotFoundError(f"{path}.file_id: no file with id {file_id!r}")
+    record, data = found
     mime = record.mime_type
     if kind == "image":
         if mime not in IMAGE_TYPES:

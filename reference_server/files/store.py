@@ -21,7 +21,6 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 __all__ = ["CursorNotFound", "FileRecord", "FileStore", "new_file_id"]
 
@@ -125,17 +124,15 @@ class FileStore:
             ).fetchone()
         return FileRecord(*row) if row else None
 
-    def read(self, file_id: str) -> bytes | None:
-        """The bytes of a listed file (None: unknown or deleted)."""
-        if self.get(file_id) is None:
+    def read(self, file_id: str) -> tuple[FileRecord, bytes] | None:
+        """A listed file's record and bytes (None: unknown or deleted)."""
+        record = self.get(file_id)
+        if record is None:
             return None
         try:
-            return (self._blobs / file_id).read_bytes()
+            return record, (self._blobs / file_id).read_bytes()
         except FileNotFoundError:  # deleted meanwhile
             return None
-
-    def stream(self, file_id: str) -> IO[bytes]:
-        return (self._blobs / file_id).open("rb")
 
     def delete(self, file_id: str) -> bool:
         """Delete a listed file (False: unknown or already deleted)."""
