@@ -51,6 +51,7 @@ AREAS = (
     "TOKENS",
     "MODELS",
     "BATCH",
+    "FILES",  # the Files API (beta) and file sources in messages
     "HDR",
     "AUTH",
     "FUZZ",

@@ -10,11 +10,13 @@ without a profile, so "not said" cannot mean "absent" for the features every pee
    no answer, and MODELS-003 judges the ModelInfo) decides for the features it covers
    (structured outputs, thinking, images, documents, batches, citations, context management
    and each of its edits). Tools have no capability field;
-3. else, for tools and structured outputs, one tiny request that uses the feature: a 400 means
-   the target refuses it (absent, as the real API refuses what a model lacks); any other answer,
-   a 200 or a crash, means it is served, so the properties judge it (a target that silently
-   ignores tools is probed as serving them, and fails the properties that force a tool call);
-4. else the feature is absent: nothing declares it.
+3. else, for tools, structured outputs and Anthropic's own tools, one tiny request that uses
+   the feature: a 400 means the target refuses it (absent, as the real API refuses what a model
+   lacks); any other answer, a 200 or a crash, means it is served, so the properties judge it
+   (a target that silently ignores tools is probed as serving them, and fails the properties
+   that force a tool call);
+4. else, for the Files API, `GET /v1/files`: a 404 or 405 means absent, any other answer served;
+5. else the feature is absent: nothing declares it.
 
 Each feature is detected once per run, when the first property that needs it runs; the probe's
 requests are recorded apart from that property's evidence and are not tagged with its id.
@@ -99,6 +101,9 @@ def _web_search_probe(target: Target) -> dict[str, Any]:
 def _builtin_probe(target: Target) -> dict[str, Any]:
     return tool_body(target, tools=[BASH], tool_choice=forced_tool("bash"), max_tokens=PROBE_MAX_TOKENS)
 
+
+# Features with endpoints of their own, probed by a GET of their list.
+LISTED: dict[str, str] = {"files": "/v1/files"}
 
 PROBE_MAX_TOKENS = 64  # a server tool's or bash's forced call is short; the answer is not judged
 
@@ -212,6 +217,8 @@ class Features:
                 return Support(feature, stated, "capabilities", f"{where}: {path} is {json.dumps(stated)}")
         if feature in PROBED:
             return self._probe(feature)
+        if feature in LISTED:
+            return self._list_probe(feature)
         return Support(
             feature, False, "undeclared", "neither the profile nor the model's capabilities declare it"
         )
@@ -237,6 +244,23 @@ class Features:
             except httpx.TransportError as exc:
                 return judge_probe(feature, None, b"", f"{type(exc).__name__}: {exc}")
             return judge_probe(feature, response.status_code, response.content)
+
+    def _list_probe(self, feature: str) -> Support:
+        """A feature with endpoints of its own: their list answering 200 says it is served; a 404
+        or 405 (no such route) that it is absent."""
+        path = LISTED[feature]
+        with self._apart():
+            try:
+                response = self._target.request("GET", path)
+            except httpx.TransportError as exc:
+                return Support(
+                    feature, True, "probe", f"GET {path} failed ({type(exc).__name__}); judged as served"
+                )
+        status = response.status_code
+        served = status not in (404, 405)
+        return Support(
+            feature, served, "probe", f"GET {path} got HTTP {status}{_error_words(response.content)}"
+        )
 
     @contextmanager
     def _apart(self) -> Iterator[None]:

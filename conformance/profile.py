@@ -27,6 +27,7 @@ web_fetch = false                  #   web fetch (server tool),
 web_search = false                 #   web search (server tool),
 builtin_tools = false              #   bash and text_editor (client tools),
 mcp = false                        #   the MCP connector (beta; the profile alone says it)
+files = false                      # the Files API (beta; else probed: GET /v1/files)
 [aliases]                          # model names the target also answers to
 "claude-sonnet-4-5" = "my-model"
 ```
@@ -58,6 +59,7 @@ FEATURES = (
     "web_search",  # web_search_20250305 and later (a server tool; needs a search provider)
     "builtin_tools",  # Anthropic-defined client tools: bash, text_editor
     "mcp",  # the MCP connector (beta): declared by the profile only (a probe needs an MCP server)
+    "files",  # the Files API (beta): probed by GET /v1/files
 )
 
 

@@ -459,6 +459,7 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
     """Property id → the fault that must make it fail."""
     from .batch_faults import batch_fault_catalogue
     from .content_faults import content_fault_catalogue
+    from .files_faults import files_fault_catalogue
     from .server_tool_faults import server_tool_fault_catalogue
     from .thinking_faults import thinking_fault_catalogue  # they build on this module's helpers
     from .tool_faults import tool_fault_catalogue
@@ -740,6 +741,7 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
         # ---- tools and structured outputs
         **tool_fault_catalogue(),
         **server_tool_fault_catalogue(),
+        **files_fault_catalogue(),
         # ---- extended thinking
         **thinking_fault_catalogue(),
         # ---- message batches

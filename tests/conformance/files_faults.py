@@ -1,0 +1,63 @@
+"""The faults of the FILES-* properties (part of faults.fault_catalogue): an upload answered in
+OpenAI's file shape, file sources dropped on the way to the model, and a deleted or unknown file
+answered as a 400 instead of the documented 404."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .fault_proxy import Fault, Request, Response
+from .faults import error
+
+__all__ = ["files_fault_catalogue"]
+
+
+def _openai_upload(request: Request, response: Response) -> Response:
+    """OpenAI's FileObject (`object`, `bytes`, `purpose`) for Anthropic's FileMetadata."""
+    data = response.json
+    if request.method != "POST" or not request.path.startswith("/v1/files") or not isinstance(data, dict):
+        return response
+    openai = {
+        "id": data.get("id"),
+        "object": "file",
+        "bytes": data.get("size_bytes"),
+        "filename": data.get("filename"),
+        "purpose": "user_data",
+    }
+    return response.with_json(openai)
+
+
+def _is_file_document(block: Any) -> bool:
+    return (
+        isinstance(block, dict)
+        and isinstance(block.get("source"), dict)
+        and block["source"].get("type") == "file"
+    )
+
+
+def _drop_file_sources(request: Request) -> Request:
+    """A gateway that does not know file sources and leaves their documents out."""
+    body = request.json
+    if not request.path.startswith("/v1/messages") or not isinstance(body, dict):
+        return request
+    messages = []
+    for message in body.get("messages", []):
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            message = {**message, "content": [b for b in content if not _is_file_document(b)]}
+        messages.append(message)
+    return request.with_json({**body, "messages": messages})
+
+
+def _not_found_as_400(request: Request, response: Response) -> Response:
+    if response.status == 404:
+        return error(400, "invalid_request_error", "file not found")
+    return response
+
+
+def files_fault_catalogue() -> dict[str, Fault]:
+    return {
+        "FILES-001": Fault("uploads answered as OpenAI FileObjects (object, bytes)", response=_openai_upload),
+        "FILES-002": Fault("file sources dropped before the model reads them", request=_drop_file_sources),
+        "FILES-003": Fault("a missing file answered 400 invalid_request_error", response=_not_found_as_400),
+    }
