@@ -18,8 +18,11 @@ from .fault_proxy import running_proxy
 class Fake:
     """An ASGI target: a ModelInfo with `capabilities`, and `status`/`body` for every POST."""
 
-    def __init__(self, capabilities: Any = None, status: int = 200, body: Any = None) -> None:
+    def __init__(
+        self, capabilities: Any = None, status: int = 200, body: Any = None, files_status: int = 200
+    ) -> None:
         self.capabilities = capabilities
+        self.files_status = files_status
         self.status = status
         self.body = body if body is not None else {"type": "message", "content": []}
         self.seen: list[tuple[str, str, dict[str, str], Any]] = []
@@ -35,7 +38,9 @@ class Fake:
                 break
         headers = {k.decode(): v.decode() for k, v in scope["headers"]}
         self.seen.append((scope["method"], scope["path"], headers, json.loads(raw) if raw else None))
-        if scope["method"] == "GET":
+        if scope["method"] == "GET" and scope["path"] == "/v1/files":
+            status, body = self.files_status, {"data": [], "has_more": False}
+        elif scope["method"] == "GET":
             status, body = 200, {"type": "model", "id": "m", "capabilities": self.capabilities}
         else:
             status, body = self.status, self.body
@@ -137,6 +142,19 @@ def test_features_nothing_declares_are_absent():
         support = found.support("batches")
         target.close()
     assert (support.supported, support.source) == (False, "undeclared")
+    assert fake.posts == []
+
+
+@pytest.mark.parametrize(("status", "served"), [(200, True), (401, True), (404, False), (405, False)])
+def test_the_files_api_is_probed_by_its_list(status, served):
+    fake = Fake(files_status=status)
+    with running_proxy(fake) as url:
+        target, found = features(url)
+        support = found.support("files")
+        target.close()
+    assert (support.supported, support.source) == (served, "probe")
+    assert f"HTTP {status}" in support.detail
+    assert ("GET", "/v1/files") in [(method, path) for method, path, _, _ in fake.seen]
     assert fake.posts == []
 
 
