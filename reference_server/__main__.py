@@ -141,6 +141,15 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         help="serve the web search tool from a local full-text index of this directory's .html, .txt"
         " and .md documents (default: web search is not served)",
     )
+    for flag, what in (("rpm", "requests"), ("itpm", "input tokens"), ("otpm", "output tokens")):
+        parser.add_argument(
+            f"--rate-limit-{flag}",
+            type=int,
+            default=None,
+            metavar="N",
+            help=f"at most N {what} a minute on POST /v1/messages (a token bucket; past it a 429"
+            " rate_limit_error with retry-after; default: no limit)",
+        )
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
     for name in (
@@ -152,6 +161,10 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
     ):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    for flag in ("rpm", "itpm", "otpm"):
+        limit = getattr(args, f"rate_limit_{flag}")
+        if limit is not None and limit < 1:
+            parser.error(f"--rate-limit-{flag} must be >= 1")
     if args.cache_budget_mb < 0:
         parser.error("--cache-budget-mb must be >= 0")
     try:
@@ -182,6 +195,9 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         allow_private_mcp=args.allow_private_mcp,
         server_tool_iterations=args.server_tool_iterations,
         web_search_index=args.web_search_index,
+        rate_limit_rpm=args.rate_limit_rpm,
+        rate_limit_itpm=args.rate_limit_itpm,
+        rate_limit_otpm=args.rate_limit_otpm,
     )
 
 

@@ -22,6 +22,7 @@ from reference_server.errors import AuthenticationError, InvalidRequestError, ex
 from reference_server.files.store import FileStore
 from reference_server.ids import request_id_of
 from reference_server.openai import ChatCompletionsService
+from reference_server.ratelimits import Limits, RateLimiter
 from reference_server.routes import route_handlers
 from reference_server.server_tools.fetch import FetchPolicy
 from reference_server.server_tools.loop import ServerToolRuntime
@@ -82,6 +83,8 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
         app.state.service = MessagesService(active, catalog, signer, server_tools, app.state.files)
         app.state.chat = ChatCompletionsService(app.state.service)
         app.state.settings = settings
+        rates = Limits(settings.rate_limit_rpm, settings.rate_limit_itpm, settings.rate_limit_otpm)
+        app.state.limiter = RateLimiter(rates) if rates.on else None
         # Message Batches: SQLite in the data directory; pending requests resume at once.
         app.state.batches = await open_batches(
             settings.resolved_data_dir(), app.state.service, concurrency=settings.batch_concurrency
@@ -99,7 +102,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
         lifespan=[lifespan],
         guards=[_check_headers(settings)],
         exception_handlers=exception_handlers,  # type: ignore[arg-type]
-        before_send=[_add_request_id],
+        before_send=[_add_request_id, _add_rate_limit_headers],
         request_max_body_size=settings.max_body_bytes,
         openapi_config=None,
         debug=False,
@@ -111,6 +114,17 @@ async def _add_request_id(message: Message, scope: Scope) -> None:
     if message["type"] == "http.response.start":
         headers = MutableScopeHeaders.from_message(message)
         headers["request-id"] = request_id_of(scope)
+
+
+async def _add_rate_limit_headers(message: Message, scope: Scope) -> None:
+    """The `anthropic-ratelimit-*` headers on every response while rate limits are on."""
+    if message["type"] != "http.response.start":
+        return
+    limiter: RateLimiter | None = getattr(scope["app"].state, "limiter", None)
+    if limiter is not None:
+        headers = MutableScopeHeaders.from_message(message)
+        for name, value in limiter.headers().items():
+            headers[name] = value
 
 
 def _check_headers(settings: Settings) -> Guard:

@@ -21,7 +21,9 @@ from reference_server.openai import exception_handlers as openai_exception_handl
 from reference_server.openai import models as openai_models
 from reference_server.openai.errors import model_not_found
 from reference_server.openai.responses import ErrorBody
+from reference_server.prepared import PreparedMessage
 from reference_server.protocol import MessageCountTokensParams, MessageCreateParams
+from reference_server.ratelimits import RateLimiter, Ticket, metered
 from reference_server.serving import MessagesService
 from reference_server.settings import Settings
 from reference_server.streaming import sse_frames
@@ -47,21 +49,43 @@ async def create_message(request: AnyRequest) -> Response[Any]:
     service = _service(request)
     params = parse_body(await request.body(), request.headers.get("content-type"), MessageCreateParams)
     prepared = await service.prepare(params, _betas(request))
-    # Admitted before the response starts, so an overload is a 529, not an in-stream error.
-    generation = await service.start(prepared)
+    # Admitted before the response starts, so a rate limit is a 429 and an overload a 529, not
+    # an in-stream error.
+    ticket = _admit(request, prepared)
+    try:
+        generation = await service.start(prepared)
+    except BaseException:
+        if ticket is not None:
+            ticket.settle(0)  # nothing was generated
+        raise
     if params.stream:
         settings: Settings = request.app.state.settings
+        events = service.stream(prepared, generation)
         frames = sse_frames(
-            service.stream(prepared, generation),
+            metered(events, ticket) if ticket is not None else events,
             ping_interval=settings.ping_interval,
             request_id=request_id_of(request.scope),
         )
-        return _event_stream(frames, generation)
+        return _event_stream(frames, generation, ticket=ticket)
     try:
         message = await _unless_disconnected(request.receive, service.create(prepared, generation))
+    except BaseException:
+        if ticket is not None:
+            ticket.settle()  # cut off or failed: the estimate stands
+        raise
     finally:
         await generation.aclose()  # a no-op after a whole answer; frees the slot otherwise
+    if ticket is not None:
+        ticket.settle(message.usage.output_tokens, message.usage.cache_read_input_tokens)
     return _json(message)
+
+
+def _admit(request: AnyRequest, prepared: PreparedMessage) -> Ticket | None:
+    """Charge the rate limits, if they are on (ratelimits/): a 429 past them."""
+    limiter: RateLimiter | None = request.app.state.limiter
+    if limiter is None:
+        return None
+    return limiter.admit(prepared.input_tokens, prepared.request.max_tokens)
 
 
 @post("/v1/messages/count_tokens", status_code=200)
@@ -129,7 +153,10 @@ async def create_chat_completion(request: AnyRequest) -> Response[Any]:
 
 
 def _event_stream(
-    frames: AsyncGenerator[bytes, None], generation: Generation, headers: dict[str, str] | None = None
+    frames: AsyncGenerator[bytes, None],
+    generation: Generation,
+    headers: dict[str, str] | None = None,
+    ticket: Ticket | None = None,
 ) -> Stream:
     """An SSE response that stops its generation however it ends.
 
@@ -143,6 +170,8 @@ def _event_stream(
             await frames.aclose()
         finally:
             await generation.aclose()
+            if ticket is not None:
+                ticket.settle()  # a stream cut off: the estimate stands (a no-op once settled)
 
     return Stream(
         frames,

@@ -59,6 +59,10 @@ class Settings:
     web_search_index: Path | None = None
     # The Files API's largest upload (the API's 500 MB).
     max_file_bytes: int = 500 * 1024 * 1024
+    # Rate limits of POST /v1/messages per minute (ratelimits/; None: not limited).
+    rate_limit_rpm: int | None = None
+    rate_limit_itpm: int | None = None
+    rate_limit_otpm: int | None = None
 
     def resolved_data_dir(self) -> Path:
         """The data directory this server uses."""

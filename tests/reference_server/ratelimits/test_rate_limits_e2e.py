@@ -1,0 +1,58 @@
+"""Rate limits end to end: the reference server on tiny-random with `--rate-limit-rpm 2`, over a
+real socket, through the official SDK: the third request in a minute is a RateLimitError (429,
+`retry-after`), and the SDK's own retry, which waits what `retry-after` says, then succeeds."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import anthropic
+import pytest
+
+from conformance.launcher import reference_server
+
+pytestmark = [pytest.mark.mlx, pytest.mark.slow]
+
+MODEL = "tiny-random"
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    log = tmp_path_factory.mktemp("rate-limits") / "server.log"
+    with reference_server(MODEL, log=log, args=["--rate-limit-rpm", "2"]) as served:
+        yield served
+
+
+def ask(sdk: anthropic.Anthropic) -> anthropic.types.Message:
+    return sdk.messages.create(
+        model=MODEL, max_tokens=2, messages=[{"role": "user", "content": "Hi"}], extra_body={"temperature": 0}
+    )
+
+
+def test_the_third_request_is_a_429_and_the_sdks_retry_succeeds(url: str) -> None:
+    with anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0) as once:
+        first = once.messages.with_raw_response.create(
+            model=MODEL, max_tokens=2, messages=[{"role": "user", "content": "Hi"}]
+        )
+        assert first.headers["anthropic-ratelimit-requests-limit"] == "2"
+        assert first.headers["anthropic-ratelimit-requests-remaining"] == "1"
+        ask(once)
+        with pytest.raises(anthropic.RateLimitError) as caught:
+            ask(once)
+    error = caught.value
+    assert error.status_code == 429
+    assert error.type == "rate_limit_error"
+    assert error.request_id is not None
+    assert error.request_id.startswith("req_")
+    retry_after = int(error.response.headers["retry-after"])
+    assert 1 <= retry_after <= 30
+    started = time.monotonic()
+    with anthropic.Anthropic(base_url=url, api_key="unused", max_retries=2) as retrying:
+        answer = retrying.messages.with_raw_response.create(
+            model=MODEL, max_tokens=2, messages=[{"role": "user", "content": "Hi"}]
+        )
+    waited = time.monotonic() - started
+    assert answer.parse().type == "message"
+    assert answer.retries_taken >= 1  # the first attempt met the limit; a retry got through
+    assert waited >= retry_after - 1.5  # the SDK waited what retry-after said (its jitter is below 1)
