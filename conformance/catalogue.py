@@ -52,6 +52,7 @@ AREAS = (
     "MODELS",
     "BATCH",
     "FILES",  # the Files API (beta) and file sources in messages
+    "RATE",  # rate limits: the ratelimit headers, 429 with retry-after, the SDK's retry
     "HDR",
     "AUTH",
     "FUZZ",

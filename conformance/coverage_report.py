@@ -92,7 +92,7 @@ GAP_REASONS: tuple[tuple[str, str], ...] = (
         "stop_reason:model_context_window_exceeded",
         "produced when the window bounds max_tokens; no property fills a window yet (issue 21)",
     ),
-    ("error:", "errors a client cannot provoke on a target (rate limits, billing, outages): issue 21"),
+    ("error:", "errors a client cannot provoke on a target (billing, permissions, outages, timeouts)"),
     ("request:diagnostics", "the cache diagnosis beta (cache-diagnosis-2026-04-07) is not served"),
     ("response:diagnostics", "the cache diagnosis beta (cache-diagnosis-2026-04-07) is not served"),
     ("request:speed", "the fast mode beta is not served: one speed"),

@@ -16,6 +16,7 @@ without a profile, so "not said" cannot mean "absent" for the features every pee
    (a target that silently ignores tools is probed as serving them, and fails the properties
    that force a tool call);
 4. else, for the Files API, `GET /v1/files`: a 404 or 405 means absent, any other answer served;
+   for rate limits, one tiny message: `anthropic-ratelimit-*` headers on its answer mean served;
 5. else the feature is absent: nothing declares it.
 
 Each feature is detected once per run, when the first property that needs it runs; the probe's
@@ -219,6 +220,8 @@ class Features:
             return self._probe(feature)
         if feature in LISTED:
             return self._list_probe(feature)
+        if feature == "rate_limits":
+            return self._headers_probe(feature)
         return Support(
             feature, False, "undeclared", "neither the profile nor the model's capabilities declare it"
         )
@@ -261,6 +264,25 @@ class Features:
         return Support(
             feature, served, "probe", f"GET {path} got HTTP {status}{_error_words(response.content)}"
         )
+
+    def _headers_probe(self, feature: str) -> Support:
+        """Rate limits: whether one tiny message's answer reports them in `anthropic-ratelimit-*`
+        headers (a target that limits without saying so is not judged: nothing tells its limit)."""
+        body = {
+            "model": self._target.model,
+            "max_tokens": 1,
+            "messages": [{"role": "user", "content": "Hi"}],
+        }
+        with self._apart():
+            try:
+                response = self._target.request("POST", "/v1/messages", json_body=body)
+            except httpx.TransportError as exc:
+                return Support(feature, False, "probe", f"the probe failed ({type(exc).__name__})")
+        named = sorted(n for n in response.headers if n.lower().startswith("anthropic-ratelimit-"))
+        detail = f"HTTP {response.status_code} with " + (
+            ", ".join(named[:3]) if named else "no anthropic-ratelimit-* header"
+        )
+        return Support(feature, bool(named), "probe", detail)
 
     @contextmanager
     def _apart(self) -> Iterator[None]:

@@ -28,6 +28,7 @@ web_search = false                 #   web search (server tool),
 builtin_tools = false              #   bash and text_editor (client tools),
 mcp = false                        #   the MCP connector (beta; the profile alone says it)
 files = false                      # the Files API (beta; else probed: GET /v1/files)
+rate_limits = false                # rate limits (else probed: anthropic-ratelimit-* headers)
 [aliases]                          # model names the target also answers to
 "claude-sonnet-4-5" = "my-model"
 ```
@@ -60,6 +61,7 @@ FEATURES = (
     "builtin_tools",  # Anthropic-defined client tools: bash, text_editor
     "mcp",  # the MCP connector (beta): declared by the profile only (a probe needs an MCP server)
     "files",  # the Files API (beta): probed by GET /v1/files
+    "rate_limits",  # rate limits: probed by the anthropic-ratelimit-* headers of one tiny answer
 )
 
 

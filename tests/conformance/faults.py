@@ -460,6 +460,7 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
     from .batch_faults import batch_fault_catalogue
     from .content_faults import content_fault_catalogue
     from .files_faults import files_fault_catalogue
+    from .rate_faults import rate_fault_catalogue
     from .server_tool_faults import server_tool_fault_catalogue
     from .thinking_faults import thinking_fault_catalogue  # they build on this module's helpers
     from .tool_faults import tool_fault_catalogue
@@ -742,6 +743,7 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
         **tool_fault_catalogue(),
         **server_tool_fault_catalogue(),
         **files_fault_catalogue(),
+        **rate_fault_catalogue(),
         # ---- extended thinking
         **thinking_fault_catalogue(),
         # ---- message batches
