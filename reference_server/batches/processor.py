@@ -12,9 +12,12 @@ last result ends the batch.
 What a crash can do: a request that was running has no result, so it is still pending and runs
 again after the restart; a written result is never run again (writes only replace `pending`).
 
-Several servers may share one data directory. Only the one holding the lock file
-`batches.lock` processes requests; the others serve the endpoints from the same database and
-take over, within a tick, when the holder exits.
+Several servers may share one data directory, serving the same model or different ones. Each
+request names the served model that runs it (store.py), and for each model only the server
+holding its lock file `batches-<model>.lock` processes its requests: a request never reaches a
+server that does not serve its model. Servers of the same model take over from each other within
+a tick when the holder exits; a request whose model no server serves waits, and expires with its
+batch after 24 hours. Every lock holder settles cancellations and expiry (idempotent writes).
 
 The clock is injectable (`clock`, Unix seconds): expiry after 24 hours is tested by moving it.
 """
@@ -27,8 +30,9 @@ import fcntl
 import json
 import logging
 import os
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -41,7 +45,7 @@ from reference_server.ids import new_request_id
 from reference_server.serving import MessagesService
 from reference_server.settings import DEFAULT_BATCH_CONCURRENCY
 
-__all__ = ["BATCH_PRIORITY", "DEFAULT_CONCURRENCY", "DEFAULT_TICK_S", "BatchProcessor", "Clock"]
+__all__ = ["BATCH_PRIORITY", "DEFAULT_CONCURRENCY", "DEFAULT_TICK_S", "BatchProcessor", "Clock", "lock_name"]
 
 log = logging.getLogger(__name__)
 
@@ -63,12 +67,14 @@ class BatchProcessor:
         store: BatchStore,
         service: MessagesService,
         *,
-        lock_path: Path,
+        lock_dir: Path,
+        models: Sequence[str],
         concurrency: int = DEFAULT_CONCURRENCY,
         clock: Clock = time.time,
         tick: float = DEFAULT_TICK_S,
     ) -> None:
-        """Process the batches of `store`; `lock_path` elects one processor per database."""
+        """Process the requests of `store` for the served `models`; a lock file per model in
+        `lock_dir` elects one processor per model and database."""
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
         self.store = store
@@ -76,8 +82,8 @@ class BatchProcessor:
         self.concurrency = concurrency
         self.clock = clock
         self.tick = tick
-        self._lock_path = lock_path
-        self._lock_fd: int | None = None
+        self._lock_paths = {model: lock_dir / lock_name(model) for model in models}
+        self._lock_fds: dict[str, int] = {}  # model -> its lock file, held
         self._wake = asyncio.Event()
         self._running: dict[tuple[int, int], asyncio.Task[None]] = {}
         self._loop_task: asyncio.Task[None] | None = None
@@ -86,8 +92,13 @@ class BatchProcessor:
 
     @property
     def leader(self) -> bool:
-        """True when this processor holds the lock and so runs the requests."""
-        return self._lock_fd is not None
+        """True when this processor holds a model's lock and so runs that model's requests."""
+        return bool(self._lock_fds)
+
+    @property
+    def processed_models(self) -> frozenset[str]:
+        """The models whose requests this processor runs (those whose lock it holds)."""
+        return frozenset(self._lock_fds)
 
     @property
     def running(self) -> int:
@@ -112,17 +123,18 @@ class BatchProcessor:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self._abandon(list(self._running.values()))
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)  # releases the lock
-            self._lock_fd = None
+        for fd in self._lock_fds.values():
+            os.close(fd)  # releases the lock
+        self._lock_fds.clear()
 
     async def _loop(self) -> None:
         while not self._closing:
             self._wake.clear()
             try:
-                if self._lock_fd is None:
-                    self._lock_fd = _try_lock(self._lock_path)
-                if self._lock_fd is not None:
+                for model, path in self._lock_paths.items():
+                    if model not in self._lock_fds and (fd := _try_lock(path)) is not None:
+                        self._lock_fds[model] = fd
+                if self._lock_fds:
                     await self._settle()
                     await self._fill()
             except Exception:  # a failing database must not end processing for good
@@ -149,7 +161,9 @@ class BatchProcessor:
         free = self.concurrency - len(self._running)
         if free <= 0:
             return
-        found = await asyncio.to_thread(self.store.pending, free, skip=list(self._running))
+        found = await asyncio.to_thread(
+            self.store.pending, free, skip=list(self._running), models=self.processed_models
+        )
         for request in found:
             task = asyncio.get_running_loop().create_task(self._process(request))
             self._running[request.key] = task
@@ -205,6 +219,11 @@ def _errored(error: APIError) -> str:
     """An `errored` result: the error envelope the Messages API would have answered."""
     envelope = error_body(error, new_request_id()).model_dump(mode="json")
     return json.dumps({"type": "errored", "error": envelope}, ensure_ascii=False, separators=(",", ":"))
+
+
+def lock_name(model: str) -> str:
+    """The lock file of a served model's batch requests (its id, made safe for a file name)."""
+    return f"batches-{re.sub(r'[^A-Za-z0-9._-]', '_', model)}.lock"
 
 
 def _try_lock(path: Path) -> int | None:

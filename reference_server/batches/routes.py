@@ -82,7 +82,8 @@ async def create_batch(request: AnyRequest) -> Response[Any]:
 def _create(batches: Batches, raw: bytes, content_type: str | None, betas: list[str]) -> BatchRecord:
     params = parse_create(raw, content_type)
     requests = [(item.custom_id, dump_params(item.params)) for item in params.requests]
-    return batches.store.create(new_batch_id(), requests, betas=betas, now=batches.now())
+    models = [batches.served_model(item.params) for item in params.requests]
+    return batches.store.create(new_batch_id(), requests, betas=betas, now=batches.now(), models=models)
 
 
 @get("/v1/messages/batches")

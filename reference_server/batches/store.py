@@ -13,8 +13,10 @@ so they always add up to the number of requests. Deleted batches leave a tombsto
 requests are dropped), so a list cursor naming one still works and its id is never reused.
 
 The methods are synchronous and serialised by a lock: call them off the event loop
-(`asyncio.to_thread`). Several processes may open the same database (SQLite locks it); only one
-of them processes requests (`processor.py` holds a lock file for that).
+(`asyncio.to_thread`). Several processes may open the same database (SQLite locks it), serving
+different models: each request keeps the served model it named (`model`: the card id the
+creating server resolved its model to), and only a server serving that model runs it
+(`processor.py` holds one lock file per model for that).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -50,7 +52,8 @@ RESULT_STATES: tuple[ResultState, ...] = ("succeeded", "errored", "canceled", "e
 EXPIRY_S = 24 * 3600.0
 ARCHIVE_AFTER_S = 29 * 24 * 3600.0
 
-_SCHEMA_VERSION = 1
+# 2: requests.model (version 1 databases are migrated on open).
+_SCHEMA_VERSION = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS batches (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,  -- creation order: the list is newest first
@@ -77,10 +80,18 @@ CREATE TABLE IF NOT EXISTS requests (
     state TEXT NOT NULL
         CHECK (state IN ('pending', 'succeeded', 'errored', 'canceled', 'expired')),
     result TEXT,                            -- JSON of the result object
+    model TEXT,                             -- the served model that runs it (NULL: any)
     PRIMARY KEY (batch_seq, idx)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS requests_pending ON requests (batch_seq, idx) WHERE state = 'pending';
 CREATE INDEX IF NOT EXISTS batches_open ON batches (seq) WHERE status != 'ended';
+"""
+# Version 1 had no model column: a pending request keeps the model its params name (equal to the
+# served card id unless an alias was used; such a request waits for a server of that id).
+_MIGRATE_FROM_1 = """
+ALTER TABLE requests ADD COLUMN model TEXT;
+UPDATE requests SET model = json_extract(params, '$.model')
+    WHERE state = 'pending' AND json_valid(params) AND json_type(params, '$.model') = 'text';
 """
 _BATCH_COLUMNS = (
     "seq, id, status, created_at, expires_at, ended_at, cancel_initiated_at, archived_at,"
@@ -169,10 +180,25 @@ class BatchStore:
         if version > _SCHEMA_VERSION:
             self._db.close()
             raise RuntimeError(f"{path} was written by a newer server (schema version {version})")
-        # One transaction, so that two servers starting on the same directory agree.
-        self._db.executescript(
-            f"BEGIN IMMEDIATE;\n{_SCHEMA}\nPRAGMA user_version = {_SCHEMA_VERSION};\nCOMMIT;"
-        )
+        # One transaction, so that two servers starting on the same directory agree (the version
+        # is read again inside it: another server may have migrated meanwhile).
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
+            tables = self._db.execute(
+                "SELECT count(*) FROM sqlite_master WHERE name = 'requests'"
+            ).fetchone()[0]
+            if version == 1 and tables:
+                for statement in _MIGRATE_FROM_1.strip().split(";\n"):
+                    self._db.execute(statement)
+            for statement in _SCHEMA.strip().split(";\n"):
+                self._db.execute(statement)
+            self._db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            self._db.close()
+            raise
 
     def close(self) -> None:
         """Close the database."""
@@ -188,8 +214,10 @@ class BatchStore:
         *,
         betas: Iterable[str],
         now: float,
+        models: Sequence[str | None] = (),
     ) -> BatchRecord:
-        """Store a new batch of `(custom_id, params JSON)` requests, all pending."""
+        """Store a new batch of `(custom_id, params JSON)` requests, all pending; `models[i]` is the
+        served model that runs request i (missing or None: any server's processor)."""
         with self._transaction():
             cursor = self._db.execute(
                 "INSERT INTO batches (id, status, created_at, expires_at, betas, total)"
@@ -198,9 +226,12 @@ class BatchStore:
             )
             seq = int(cursor.lastrowid or 0)
             self._db.executemany(
-                "INSERT INTO requests (batch_seq, idx, custom_id, params, state)"
-                " VALUES (?, ?, ?, ?, 'pending')",
-                ((seq, idx, custom_id, params) for idx, (custom_id, params) in enumerate(requests)),
+                "INSERT INTO requests (batch_seq, idx, custom_id, params, state, model)"
+                " VALUES (?, ?, ?, ?, 'pending', ?)",
+                (
+                    (seq, idx, custom_id, params, models[idx] if idx < len(models) else None)
+                    for idx, (custom_id, params) in enumerate(requests)
+                ),
             )
             record = self._get(batch_id)
         assert record is not None
@@ -258,17 +289,24 @@ class BatchStore:
 
     # -- processing ----------------------------------------------------------------------------
 
-    def pending(self, limit: int, *, skip: Iterable[tuple[int, int]] = ()) -> list[PendingRequest]:
+    def pending(
+        self, limit: int, *, skip: Iterable[tuple[int, int]] = (), models: Collection[str] | None = None
+    ) -> list[PendingRequest]:
         """Up to `limit` pending requests of in-progress batches, oldest batch first, except those
-        in `skip` (already running)."""
+        in `skip` (already running); with `models`, only those for these served models (or for
+        any, model NULL)."""
         skipped = set(skip)
+        where, args = "", []
+        if models is not None:
+            where = f" AND (r.model IS NULL OR r.model IN ({', '.join('?' * len(models))}))"
+            args = sorted(models)
         with self._lock:
             rows = self._db.execute(
                 "SELECT r.batch_seq, b.id, r.idx, r.custom_id, r.params, b.betas"
                 " FROM requests AS r JOIN batches AS b ON b.seq = r.batch_seq"
                 " WHERE r.state = 'pending' AND b.status = 'in_progress' AND b.deleted = 0"
-                " ORDER BY r.batch_seq, r.idx LIMIT ?",
-                (limit + len(skipped),),
+                f"{where} ORDER BY r.batch_seq, r.idx LIMIT ?",
+                (*args, limit + len(skipped)),
             ).fetchall()
         found = [
             PendingRequest(seq, batch_id, idx, custom_id, params, tuple(json.loads(betas)))
