@@ -23,6 +23,7 @@ import os
 import random
 import socket
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -126,7 +127,12 @@ async def soak(
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    settings = Settings(model=served, port=port, aliases=(Alias.parse(f"served={served}"),))
+    # A data directory of its own: batches another server left pending in a shared one would
+    # run here too, and their work would be counted as the soak's (and still run at exit).
+    data = tempfile.TemporaryDirectory(prefix="plumbline-soak-")
+    settings = Settings(
+        model=served, port=port, aliases=(Alias.parse(f"served={served}"),), data_dir=Path(data.name)
+    )
     server = uvicorn.Server(
         uvicorn.Config(create_app(settings, engine=engine), port=port, log_level="warning")
     )
@@ -186,6 +192,7 @@ async def soak(
         server.should_exit = True
         await serving
         await engine.aclose()
+        data.cleanup()
     return report
 
 
