@@ -12,11 +12,13 @@ from typing import Any
 
 import jiter
 
+from reference_server.citations import QuoteEnd, QuoteStart, QuoteText
 from reference_server.engine.base import Generation, PromptUsage
 from reference_server.ids import new_message_id, new_tool_use_id
 from reference_server.prepared import PreparedMessage
 from reference_server.protocol import (
     CacheCreation,
+    CitationsDelta,
     ContentBlock,
     InputJSONDelta,
     McpToolUseBlock,
@@ -67,6 +69,9 @@ Piece = (
     | CallEnd
     | ServerCallStart
     | ServerResult
+    | QuoteStart
+    | QuoteText
+    | QuoteEnd
     | Outcome
 )
 # The finished thinking block, signed (redacted_thinking for the documented test string).
@@ -158,12 +163,24 @@ async def events_of(
                 yield RawContentBlockDeltaEvent(index=index, delta=SignatureDelta(signature=signature))
                 yield RawContentBlockStopEvent(index=index)
                 thinking_open = False
-        elif isinstance(piece, str):
+        elif isinstance(piece, QuoteStart):  # a quote is a text block of its own
+            if text_open:
+                yield RawContentBlockStopEvent(index=index)
+            index += 1
+            text_open = True
+            yield RawContentBlockStartEvent(index=index, content_block=TextBlock(text=""))
+        elif isinstance(piece, QuoteEnd):  # its citation is the block's last delta
+            if piece.citation is not None:
+                yield RawContentBlockDeltaEvent(index=index, delta=CitationsDelta(citation=piece.citation))
+            yield RawContentBlockStopEvent(index=index)
+            text_open = False
+        elif isinstance(piece, str | QuoteText):
             if not text_open:  # opened lazily: an empty answer has no (empty) text block
                 index += 1
                 text_open = True
                 yield RawContentBlockStartEvent(index=index, content_block=TextBlock(text=""))
-            yield RawContentBlockDeltaEvent(index=index, delta=TextDelta(text=piece))
+            text = piece if isinstance(piece, str) else piece.text
+            yield RawContentBlockDeltaEvent(index=index, delta=TextDelta(text=text))
         elif isinstance(piece, CallStart | ServerCallStart | ServerResult):
             if text_open:
                 text_open = False
@@ -242,11 +259,29 @@ class _ContentBuilder:
     text: list[str] = field(default_factory=list)
     call: tuple[str, str, ServerCallStart | None, list[str]] | None = None  # id, name, server call, JSON
 
-    def add(self, piece: str | CallStart | ArgsPiece | CallEnd | ServerCallStart | ServerResult) -> None:
-        if isinstance(piece, str):
-            self.text.append(piece)
+    def add(
+        self,
+        piece: str
+        | CallStart
+        | ArgsPiece
+        | CallEnd
+        | ServerCallStart
+        | ServerResult
+        | QuoteStart
+        | QuoteText
+        | QuoteEnd,
+    ) -> None:
+        if isinstance(piece, str | QuoteText):
+            self.text.append(piece if isinstance(piece, str) else piece.text)
+            return
+        if isinstance(piece, QuoteEnd):
+            citations = [piece.citation] if piece.citation is not None else None
+            self.done.append(TextBlock(text="".join(self.text), citations=citations))
+            self.text = []
             return
         self._flush_text()
+        if isinstance(piece, QuoteStart):
+            return
         if isinstance(piece, CallStart):
             self.call = (new_tool_use_id(), piece.name, None, [])
         elif isinstance(piece, ServerCallStart):

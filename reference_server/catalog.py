@@ -28,7 +28,7 @@ _YES = CapabilitySupport(supported=True)
 # tools have no capability field in the API; they are served with every model.
 CAPABILITIES = ModelCapabilities(
     batch=_YES,  # Message Batches on SQLite, run at background priority (batches/)
-    citations=_NO,
+    citations=_YES,  # quotes verbatim by construction (citations/)
     code_execution=_NO,
     context_management=ContextManagementCapability(
         supported=True,  # clear_thinking and clear_tool_uses (context_management.py)

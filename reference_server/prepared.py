@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from reference_server.citations import CitationPlan
 from reference_server.engine.base import EngineRequest
 from reference_server.protocol import ContextManagementResponse
 from reference_server.thinking import ThinkingPlan
@@ -36,3 +37,5 @@ class PreparedMessage:
     context_management: ContextManagementResponse | None = None
     # The request has server tools the model may call: the turn runs the server-tool loop.
     server_tools: ServerToolPlan | None = None
+    # Citations are enabled on the documents: the text is parsed for quotes (citations/).
+    citations: CitationPlan | None = None

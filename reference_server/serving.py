@@ -13,6 +13,16 @@ from typing import Any, TypeVar
 
 from reference_server.assembly import Outcome, Piece, events_of, message_of
 from reference_server.catalog import ModelCatalog
+from reference_server.citations import (
+    CitationPlan,
+    QuoteEnd,
+    QuoteParser,
+    QuoteStart,
+    QuoteText,
+    citation_grammar,
+    plan_citations,
+)
+from reference_server.content import RenderedDocument
 from reference_server.context_management import ClearToolUses, apply_tool_clearing, plan_context_edits
 from reference_server.engine.base import (
     Engine,
@@ -111,6 +121,7 @@ class _Prompt:
     managed: bool = False  # context management edits were asked for (the response reports them)
     tool_edit: ClearToolUses | None = None  # a clear_tool_uses edit was asked for
     loaded: frozenset[str] = frozenset()  # deferred tools found by earlier tool searches
+    documents: tuple[RenderedDocument, ...] = ()  # the request's documents, in document_index order
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +181,15 @@ class MessagesService:
         )
         by_name = {tool.name: tool for tool in tools}
         opener = self.server_tools.open_result
-        turns = build_turns(params, tools=by_name, thinking=history.kept, vision=card.vision, opener=opener)
+        documents: list[RenderedDocument] = []
+        turns = build_turns(
+            params,
+            tools=by_name,
+            thinking=history.kept,
+            vision=card.vision,
+            opener=opener,
+            documents=documents,
+        )
         uncleared: tuple[Turn, ...] | None = None
         if history.cleared_turns:  # what the prompt would have been, to count what was cleared
             uncleared = build_turns(
@@ -181,7 +200,18 @@ class MessagesService:
             uncleared = shape_turns(uncleared) if uncleared is not None else None
         cleared = None if edits is None or keep is None else _Cleared(history.cleared_turns, uncleared)
         tool_edit = edits.tool_uses if edits is not None else None
-        return _Prompt(card, turns, tools, policy, thinking, cleared, edits is not None, tool_edit, loaded)
+        return _Prompt(
+            card,
+            turns,
+            tools,
+            policy,
+            thinking,
+            cleared,
+            edits is not None,
+            tool_edit,
+            loaded,
+            tuple(documents),
+        )
 
     async def _managed_prompt(
         self, params: PromptParams, betas: Collection[str]
@@ -249,9 +279,12 @@ class MessagesService:
         card, tools, policy = prompt.card, prompt.tools, prompt.policy
         stops = check_stop_sequences(params.stop_sequences)
         output_schema = _output_schema(params)
+        citations = _citation_plan(prompt, output_schema)
         grammar = response_grammar(policy, output_schema)
         if grammar is not None:
             check_enforceable(grammar, tools, policy, output_schema)
+        if citations is not None:
+            grammar = citation_grammar(citations)
         if prompt.thinking is not None:
             grammar = thinking_grammar(grammar, prompt.thinking.budget)
         sampling = Sampling(
@@ -269,6 +302,8 @@ class MessagesService:
             parse_calls=policy.may_call,
             thinking=prompt.thinking,
         )
+        if citations is not None:
+            prepared = replace(prepared, citations=citations)
         if policy.may_call and any(tool.server is not None for tool in tools):
             plan = ServerToolPlan(tools, prompt.loaded, policy.parallel, output_schema, card.context_window)
             prepared = await self._resume_call(replace(prepared, server_tools=plan), params)
@@ -380,6 +415,7 @@ class MessagesService:
         its JSON is never cut."""
         matcher = StopMatcher(prepared.stop_sequences)
         parser = CallParser() if prepared.parse_calls else None
+        quotes = QuoteParser(prepared.citations) if prepared.citations is not None else None
         splitter = ThinkingSplitter() if prepared.thinking is not None else None
         output_tokens = 0
         finish: FinishReason | None = None
@@ -396,11 +432,15 @@ class MessagesService:
                         end = splitter.flush(output_tokens)  # cut short by max_tokens
                     if end is not None:
                         yield end
-                pieces = parser.feed(text) if parser is not None else [TextPiece(text)]
-                if delta.finish is not None and parser is not None:
-                    pieces += parser.flush()
+                pieces = _pieces(text, parser, quotes, last=delta.finish is not None)
                 for piece in pieces:
-                    if isinstance(piece, TextPiece) and not calls:
+                    if isinstance(piece, QuoteStart):  # a quote is never cut by a stop sequence
+                        if rest := matcher.flush():
+                            yield rest
+                        yield piece
+                    elif isinstance(piece, QuoteText | QuoteEnd):
+                        yield piece
+                    elif isinstance(piece, TextPiece) and not calls:
                         scan = matcher.feed(piece.text)
                         if scan.text:
                             yield scan.text
@@ -468,6 +508,36 @@ class MessagesService:
         seal = partial(self._thinking_block, prepared)
         async for event in events_of(prepared, generation, self._turn(prepared, generation), seal):
             yield event
+
+
+def _pieces(
+    text: str, calls: CallParser | None, quotes: QuoteParser | None, *, last: bool
+) -> list[TextPiece | CallStart | ArgsPiece | CallEnd | QuoteStart | QuoteText | QuoteEnd]:
+    """`text` parsed for calls, or for quotes (citations and tools are not served together)."""
+    if quotes is not None:
+        parsed = quotes.feed(text) + (quotes.flush() if last else [])
+        return [TextPiece(p) if isinstance(p, str) else p for p in parsed]
+    if calls is None:
+        return [TextPiece(text)]
+    return [*calls.feed(text), *(calls.flush() if last else ())]
+
+
+def _citation_plan(prompt: _Prompt, output_schema: Mapping[str, Any] | None) -> CitationPlan | None:
+    """The citable documents; the API refuses citations with structured outputs, and this
+    server does not serve them with tools the model may call."""
+    plan = plan_citations(prompt.documents)
+    if plan is None:
+        return None
+    if output_schema is not None:
+        raise InvalidRequestError(
+            "output_config.format: structured outputs cannot be used with citations enabled on documents"
+        )
+    if prompt.policy.may_call:
+        raise InvalidRequestError(
+            "tools: citations with tools the model may call are not served by this server; send"
+            ' tool_choice {"type": "none"} or the documents without citations'
+        )
+    return plan
 
 
 def _tools_of(

@@ -11,13 +11,14 @@ import base64
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from reference_server.content import (
     ImageInfo,
+    RenderedDocument,
     check_image,
     check_image_count,
     check_pdf_page_total,
@@ -154,6 +155,7 @@ def build_turns(
     thinking: Mapping[tuple[int, int], str] | None = None,
     opener: Opener | None = None,
     vision: bool = False,
+    documents: list[RenderedDocument] | None = None,
 ) -> tuple[Turn, ...]:
     """System prompt and messages → the engine's turns.
 
@@ -162,6 +164,7 @@ def build_turns(
     become the assistant turn's calls and tool_result blocks `tool` turns, paired by id as the
     API checks them (tools/history.py). Thinking blocks are dropped, except those in `thinking`
     (by message and block index, already verified: thinking/history.py), rendered as that text.
+    The request's documents, as rendered, are appended to `documents` (what citations quote).
     """
     if not params.messages:
         raise InvalidRequestError("messages: at least one message is required")
@@ -192,6 +195,8 @@ def build_turns(
     if all(turn.role == "system" for turn in turns):
         raise InvalidRequestError("messages: at least one user or assistant message is required")
     check_pdf_page_total(media.pdf_pages)
+    if documents is not None:
+        documents.extend(media.documents)
     return _place_request_marks(params, turns)
 
 
@@ -202,6 +207,7 @@ class _Media:
     images: int
     pdf_pages: int = 0
     vision: bool = False  # the model reads images (else they are refused after the checks)
+    documents: list[RenderedDocument] = field(default_factory=list)  # in document_index order
 
 
 def _count_images(messages: Sequence[MessageParam]) -> int:
@@ -350,14 +356,15 @@ def _image_part(block: ImageBlockParam, info: ImageInfo) -> ImagePart:
 
 
 def _document_text(block: DocumentBlockParam, path: str, media: _Media) -> str:
-    """A document as the model reads it (content/documents.py); citations are not served."""
-    citations = block.citations
-    if citations is not None and citations.get("enabled") is True:
+    """A document as the model reads it (content/documents.py), numbered when citations are
+    enabled on it. The API takes citations on all of a request's documents or on none."""
+    cited = block.citations is not None and block.citations.get("enabled") is True
+    if media.documents and (media.documents[0].cite_index is not None) != cited:
         raise InvalidRequestError(
-            f"{path}.citations: citations are not supported by this server"
-            " (capabilities.citations.supported is false)"
+            f"{path}.citations: citations must be enabled on all or none of the documents in a request"
         )
-    document = render_document(block, path)
+    document = render_document(block, path, len(media.documents) if cited else None)
+    media.documents.append(document)
     if document.kind == "pdf":
         media.pdf_pages += len(document.pages)
     return document.text

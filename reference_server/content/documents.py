@@ -43,16 +43,20 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class RenderedDocument:
     """A document as the model reads it (`text`) and as its parts (`pages`: one per PDF page,
-    one per content text block, or the single text) for later citation support."""
+    one per content text block, or the single text), which citations point into; `cite_index`
+    is its document_index when citations are enabled on it (else None)."""
 
     text: str
     pages: tuple[str, ...]
     kind: DocumentKind
+    title: str | None = None
+    cite_index: int | None = None
 
 
-def render_document(block: DocumentBlockParam, path: str) -> RenderedDocument:
+def render_document(block: DocumentBlockParam, path: str, cite_index: int | None = None) -> RenderedDocument:
     """The block's text, or a 400 naming the field at fault; `path` is the block's own path
-    (`messages.0.content.2`)."""
+    (`messages.0.content.2`). With a `cite_index` the header tells the model how to quote it
+    (citations/)."""
     _check_labels(block, path)
     source, source_path = block.source, f"{path}.source"
     kind = source_type(source, source_path, _SOURCE_TAGS)
@@ -67,10 +71,10 @@ def render_document(block: DocumentBlockParam, path: str) -> RenderedDocument:
             "send the document as base64 data or text"
         )
     if kind == "text":
-        return _rendered(block, "text", _text_pages(source, source_path))
+        return _rendered(block, "text", _text_pages(source, source_path), cite_index)
     if kind == "content":
-        return _rendered(block, "content", _content_pages(source, source_path))
-    return _rendered(block, "pdf", _pdf_pages(source, source_path))
+        return _rendered(block, "content", _content_pages(source, source_path), cite_index)
+    return _rendered(block, "pdf", _pdf_pages(source, source_path), cite_index)
 
 
 def check_pdf_page_total(pages: int) -> None:
@@ -91,17 +95,23 @@ def _check_labels(block: DocumentBlockParam, path: str) -> None:
         raise InvalidRequestError(f"{path}.context: String should have at least 1 character")
 
 
-def _rendered(block: DocumentBlockParam, kind: DocumentKind, pages: tuple[str, ...]) -> RenderedDocument:
+def _rendered(
+    block: DocumentBlockParam, kind: DocumentKind, pages: tuple[str, ...], cite_index: int | None
+) -> RenderedDocument:
     body = _pdf_body(pages) if kind == "pdf" else "\n\n".join(pages)
-    return RenderedDocument(_with_header(block, body), pages, kind)
+    return RenderedDocument(_with_header(block, body, cite_index), pages, kind, block.title, cite_index)
 
 
-def _with_header(block: DocumentBlockParam, body: str) -> str:
+def _with_header(block: DocumentBlockParam, body: str, cite_index: int | None) -> str:
     """`Document: <title>`, then `Context: <context>`, a blank line, then the body, so the
-    model can tell the document from the turn's own words."""
-    lines = [f"Document: {block.title}" if block.title else "Document"]
+    model can tell the document from the turn's own words. A citable document is numbered,
+    with the quoting syntax the answer's grammar allows (citations/grammar.py)."""
+    name = "Document" if cite_index is None else f"Document {cite_index}"
+    lines = [f"{name}: {block.title}" if block.title else name]
     if block.context:
         lines.append(f"Context: {block.context}")
+    if cite_index is not None:
+        lines.append(f"Quote it as <cite {cite_index}>its exact sentences</cite>.")
     return "\n".join(lines) + "\n\n" + body
 
 

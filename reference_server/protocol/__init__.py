@@ -8,6 +8,7 @@ blocks, usage, errors), `events` (stream events), `models` (`/v1/models`).
 from __future__ import annotations
 
 from .events import (
+    CitationsDelta,
     InputJSONDelta,
     MessageDelta,
     MessageDeltaUsage,
@@ -103,6 +104,7 @@ __all__ = [
     "CacheControlEphemeralParam",
     "CacheCreation",
     "CapabilitySupport",
+    "CitationsDelta",
     "ClearThinkingEdit",
     "ClearToolUsesEdit",
     "ContentBlock",

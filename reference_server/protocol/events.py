@@ -24,9 +24,17 @@ class ThinkingDelta(_Out):
     thinking: str
 
 
+class CitationsDelta(_Out):
+    type: Literal["citations_delta"] = "citations_delta"
+    citation: dict[str, Any]
+
+
 class SignatureDelta(_Out):
     type: Literal["signature_delta"] = "signature_delta"
     signature: str
+
+
+_Delta = TextDelta | InputJSONDelta | ThinkingDelta | SignatureDelta | CitationsDelta
 
 
 class MessageDelta(_Out):
@@ -59,7 +67,10 @@ class RawContentBlockStartEvent(_Out):
 class RawContentBlockDeltaEvent(_Out):
     type: Literal["content_block_delta"] = "content_block_delta"
     index: int
-    delta: Annotated[TextDelta | InputJSONDelta | ThinkingDelta | SignatureDelta, Field(discriminator="type")]
+    delta: Annotated[
+        TextDelta | InputJSONDelta | ThinkingDelta | SignatureDelta | CitationsDelta,
+        Field(discriminator="type"),
+    ]
 
 
 class RawContentBlockStopEvent(_Out):

@@ -93,6 +93,7 @@ def test_text_source_renders_title_context_then_text() -> None:
         text="Document: Facts\nContext: From a textbook\n\nThe grass is green.",
         pages=("The grass is green.",),
         kind="text",
+        title="Facts",
     )
 
 

@@ -71,10 +71,6 @@ def test_documents_the_server_cannot_read_are_400s(client):
     url = {"type": "document", "source": {"type": "url", "url": "https://example.com/a.pdf"}}
     with pytest.raises(anthropic.BadRequestError, match="no network access"):
         client.messages.create(model=MODEL, max_tokens=4, messages=user(url))
-    text = {"type": "text", "media_type": "text/plain", "data": "x"}
-    cited = {"type": "document", "source": text, "citations": {"enabled": True}}
-    with pytest.raises(anthropic.BadRequestError, match="citations are not supported"):
-        client.messages.create(model=MODEL, max_tokens=4, messages=user(cited))
 
 
 def png(size: tuple[int, int] = (8, 8)) -> str:

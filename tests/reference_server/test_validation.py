@@ -3,6 +3,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+from typing import Any
 
 import pytest
 from PIL import Image
@@ -196,12 +197,26 @@ def test_documents_are_read_as_text_with_their_title():
     assert turn.text.endswith("When?")
 
 
-def test_citations_are_refused_rather_than_ignored():
+def test_citations_are_enabled_on_all_documents_or_none():
     source = {"type": "text", "media_type": "text/plain", "data": "x"}
-    document = {"type": "document", "source": source, "citations": {"enabled": True}}
-    assert error_of(messages=[{"role": "user", "content": [document]}]).startswith(
-        "messages.0.content.0.citations: citations are not supported"
-    )
+    cited = {"type": "document", "source": source, "citations": {"enabled": True}}
+    plain = {"type": "document", "source": source}
+    for first, second in ((cited, plain), (plain, cited)):
+        assert error_of(messages=[{"role": "user", "content": [first, second]}]) == (
+            "messages.0.content.1.citations: citations must be enabled on all or none of the documents"
+            " in a request"
+        )
+
+
+def test_citable_documents_are_numbered_with_the_quoting_syntax():
+    source = {"type": "text", "media_type": "text/plain", "data": "Lunch at noon."}
+    cited = {"type": "document", "source": source, "title": "Memo", "citations": {"enabled": True}}
+    params = create(messages=[{"role": "user", "content": [cited, cited, {"type": "text", "text": "When?"}]}])
+    documents: list[Any] = []
+    (turn,) = build_turns(params, documents=documents)
+    assert [d.cite_index for d in documents] == [0, 1]
+    assert turn.text.startswith("Document 0: Memo\nQuote it as <cite 0>its exact sentences</cite>.")
+    assert "Document 1: Memo\nQuote it as <cite 1>" in turn.text
 
 
 def test_an_image_is_checked_before_the_text_only_refusal():

@@ -1,0 +1,45 @@
+"""The answer's grammar with citations on, in llguidance's Lark syntax.
+
+The answer opens with a quote and may go on with text and more quotes:
+`<cite N>` + a run of whole chunks of document N + `</cite>`. Each group of chunks is one
+`substring_chunks` lexeme (llguidance matches any run of consecutive chunks), intersected with
+`.+` so that no quote is empty; the text between quotes cannot spell a tag. Opening with a
+quote is this server's policy: a small model asked about documents with citations on always
+grounds its answer in one (the model chooses which document and which sentences).
+"""
+
+from __future__ import annotations
+
+import json
+
+from reference_server.engine.base import Grammar
+
+from .documents import CitationPlan
+
+__all__ = ["CLOSE", "citation_grammar", "open_tag"]
+
+CLOSE = "</cite>"
+
+
+def open_tag(index: int) -> str:
+    return f"<cite {index}>"
+
+
+def citation_grammar(plan: CitationPlan) -> Grammar | None:
+    """The grammar for `plan`'s documents; None when none has text to quote."""
+    rules: list[str] = []
+    quotes: list[str] = []
+    for document in plan.documents:
+        lexemes: list[str] = []
+        for number, group in enumerate(document.quotable()):
+            name = f"Q{document.index}_{number}"
+            rules.append(f"{name}: %regex {json.dumps({'substring_chunks': list(group)})}")
+            rules.append(f"N{name}: {name} & /(?s:.+)/")
+            lexemes.append(f"N{name}")
+        if lexemes:
+            tag = json.dumps(open_tag(document.index))
+            quotes.append(f"{tag} ({' | '.join(lexemes)}) {json.dumps(CLOSE)}")
+    if not quotes:
+        return None
+    head = ["start: cite (TEXT | cite)*", "cite: " + " | ".join(quotes), "TEXT: /[^<]+/"]
+    return Grammar("\n".join([*head, *rules]) + "\n")
