@@ -271,8 +271,8 @@ def server_tool(raw: dict[str, Any], path: str) -> ServedTool:
         raise InvalidRequestError(f"{path}: allowed_domains and blocked_domains cannot both be set")
     if fetch.citations is not None and fetch.citations.enabled:
         raise InvalidRequestError(
-            f"{path}.citations: citations are not supported by this server (capabilities.citations.supported"
-            " is false)"
+            f"{path}.citations: citations of fetched pages are not served by this server (documents'"
+            " citations are)"
         )
     if kind == "web_fetch_20250910" and fetch.use_cache is not None:
         raise InvalidRequestError(f"{path}.use_cache: Extra inputs are not permitted")

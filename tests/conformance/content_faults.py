@@ -3,7 +3,7 @@ servers and translators get documents, images, citations and context management 
 extra faults test_content_proofs.py proves one by one.
 
 Each works on the scripted content target (scripted_content.py) and on the reference server
-(which serves documents and context management, and refuses images and citations): a fault
+(which serves documents, citations and context management, and refuses images): a fault
 rewrites what either would answer, never relies on one of them."""
 
 from __future__ import annotations

@@ -148,7 +148,7 @@ def test_a_tool_found_earlier_is_callable_and_a_deferred_one_is_not():
         ([{**REGEX, "name": "search"}], "tools.0.name: Input should be 'tool_search_tool_regex'"),
         ([{**FETCH, "allowed_domains": ["a.com"], "blocked_domains": ["b.com"]}], "cannot both be set"),
         ([{**FETCH, "max_uses": 0}], "tools.0.max_uses"),
-        ([{**FETCH, "citations": {"enabled": True}}], "citations are not supported"),
+        ([{**FETCH, "citations": {"enabled": True}}], "citations of fetched pages are not served"),
         (
             [
                 {
