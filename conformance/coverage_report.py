@@ -83,9 +83,11 @@ GAP_REASONS: tuple[tuple[str, str], ...] = (
     ),
     ("block:container_upload", "code execution is not served: no isolated sandbox here"),
     ("request:inference_geo", "a routing hint with no effect a client can observe on one machine"),
-    ("request:system[].citations", "citations are not served yet (issue 21)"),
-    ("count_request:system[].citations", "citations are not served yet (issue 21)"),
-    ("block:search_result", "search_result blocks are parsed but not judged yet (issue 21)"),
+    ("request:system[].citations", "citations sent back in system text blocks are accepted, not judged yet"),
+    (
+        "count_request:system[].citations",
+        "citations sent back in system text blocks are accepted, not judged yet",
+    ),
     ("response:stop_details", "no honest refusal trigger on the reference server (issue 21)"),
     ("stop_reason:refusal", "no honest refusal trigger on the reference server (issue 21)"),
     (

@@ -23,6 +23,7 @@ from reference_server.content import (
     check_image_count,
     check_pdf_page_total,
     render_document,
+    render_search_result,
 )
 from reference_server.engine.base import CacheMark, CacheTTL, ImagePart, ToolCall, Turn
 from reference_server.errors import InvalidRequestError
@@ -34,6 +35,7 @@ from reference_server.protocol import (
     MessageParam,
     PromptParams,
     RedactedThinkingBlockParam,
+    SearchResultBlockParam,
     ServerContentBlockParam,
     TextBlockParam,
     ThinkingBlockParam,
@@ -196,7 +198,7 @@ def build_turns(
         raise InvalidRequestError("messages: at least one user or assistant message is required")
     check_pdf_page_total(media.pdf_pages)
     if documents is not None:
-        documents.extend(media.documents)
+        documents.extend(media.documents + media.search_results)
     return _place_request_marks(params, turns)
 
 
@@ -208,6 +210,7 @@ class _Media:
     pdf_pages: int = 0
     vision: bool = False  # the model reads images (else they are refused after the checks)
     documents: list[RenderedDocument] = field(default_factory=list)  # in document_index order
+    search_results: list[RenderedDocument] = field(default_factory=list)  # search_result_index order
 
 
 def _count_images(messages: Sequence[MessageParam]) -> int:
@@ -312,6 +315,8 @@ def _message_turns(
                 texts.append((thinking[i], None))
         elif isinstance(block, DocumentBlockParam):
             texts.append((_document_text(block, block_path, media), block.cache_control))
+        elif isinstance(block, SearchResultBlockParam):
+            texts.append((_search_result_text(block, block_path, media), block.cache_control))
         elif isinstance(block, ImageBlockParam):
             # Checked as the API checks images, then refused unless the model has a vision tower.
             info = check_image(block, block_path, image_count=media.images)
@@ -368,6 +373,19 @@ def _document_text(block: DocumentBlockParam, path: str, media: _Media) -> str:
     if document.kind == "pdf":
         media.pdf_pages += len(document.pages)
     return document.text
+
+
+def _search_result_text(block: SearchResultBlockParam, path: str, media: _Media) -> str:
+    """A search result as the model reads it, numbered when citations are enabled on it (on
+    all of a request's search results, or on none, like documents)."""
+    cited = block.citations is not None and block.citations.get("enabled") is True
+    if media.search_results and (media.search_results[0].cite_index is not None) != cited:
+        raise InvalidRequestError(
+            f"{path}.citations: citations must be enabled on all or none of the search results in a request"
+        )
+    result = render_search_result(block, len(media.search_results) if cited else None)
+    media.search_results.append(result)
+    return result.text
 
 
 def _only_thinking(message: MessageParam) -> bool:

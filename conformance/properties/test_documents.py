@@ -447,3 +447,62 @@ def test_doc_008_citations_returned(target: Target) -> None:
             f"no citation: {read(message, 'content', list, where=MESSAGE)}",
             reason="no-citations",
         )
+
+
+TIMETABLE = {
+    "type": "search_result",
+    "source": "https://harbour.example/timetable",
+    "title": "The harbour timetable",
+    "content": [text_block(part) for part in HARBOUR],
+    "citations": CITED,
+}
+
+
+@prop(
+    "DOC-009",
+    Level.MUST,
+    "Citations of search results name the result and the blocks they quote",
+    url="build-with-claude/search-results",
+    requirement="A search_result block with citations enabled is accepted, and each citation of it "
+    "is a search_result_location naming the result (search_result_index, source, title) and the "
+    "0-based, exclusive range of its content blocks whose text cited_text is.",
+    source="docs: build-with-claude/search-results — search_result_location: search_result_index "
+    '"0-based", source and title "from the original search result", start_block_index / '
+    "end_block_index; cited_text the cited content",
+    requires=("documents", "citations"),
+    covers=("endpoint:POST /v1/messages", "block:search_result", "block:text"),
+)
+def test_doc_009_search_result_citations(target: Target) -> None:
+    body = ask(
+        target,
+        TIMETABLE,
+        question="When do the ferries leave? Quote the search result.",
+        max_tokens=CITING_MAX_TOKENS,
+    )
+    citations = citations_of(expect_accepted(target, body, "a search_result block with citations enabled"))
+    if not citations:
+        not_judged("no citation came", judged_by="DOC-008")
+    cases = Cases()
+    for n, citation in enumerate(citations):
+        where = f"the Message: citation {n}"
+        with cases.case(f"citation {n}"):
+            kind = read(citation, "type", str, where=where)
+            expect_equal(kind, "search_result_location", f"{where}: its type", reason="citation-type")
+            expect_equal(read(citation, "search_result_index", int, where=where), 0, f"{where}: the index")
+            for key in ("source", "title"):
+                expect_equal(
+                    read(citation, key, str, where=where), TIMETABLE[key], f"{where}: the result's {key}"
+                )
+            start = read(citation, "start_block_index", int, where=where)
+            end = read(citation, "end_block_index", int, where=where)
+            count = len(HARBOUR)
+            expect(0 <= start < end <= count, f"{where}: 0 <= start < end <= {count} blocks", (start, end))
+            quoted = squeeze("".join(HARBOUR[start:end]))
+            cited_text = read(citation, "cited_text", str, where=where)
+            expect(
+                squeeze(cited_text) == quoted,
+                f"{where}: cited_text (whitespace aside) the blocks it points at: {quoted!r}",
+                cited_text,
+                reason="cited-text",
+            )
+    cases.check()

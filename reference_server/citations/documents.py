@@ -39,15 +39,21 @@ class CitableDocument:
     title: str | None
     kind: str
     groups: tuple[tuple[str, ...], ...]
+    source: str | None = None  # a search result's
+
+    @property
+    def tag(self) -> str:
+        """What the quote tag names it by: `N` for document N, `rN` for search result N."""
+        return f"r{self.index}" if self.kind == "search_result" else str(self.index)
 
     @classmethod
     def of(cls, document: RenderedDocument) -> CitableDocument:
         assert document.cite_index is not None
-        if document.kind == "content":
+        if document.kind in ("content", "search_result"):  # blocks are not cut further
             groups: tuple[tuple[str, ...], ...] = (document.pages,)
         else:  # text (one page) or PDF (one group per page)
             groups = tuple(sentences(page) for page in document.pages)
-        return cls(document.cite_index, document.title, document.kind, groups)
+        return cls(document.cite_index, document.title, document.kind, groups, document.source)
 
     def quotable(self) -> tuple[tuple[str, ...], ...]:
         """The groups with something to quote (a blank page or text has none)."""
@@ -60,6 +66,16 @@ class CitableDocument:
             if span is None:
                 continue
             first, end = span
+            if self.kind == "search_result":
+                return {
+                    "type": "search_result_location",
+                    "cited_text": quote,
+                    "search_result_index": self.index,
+                    "source": self.source,
+                    "title": self.title,
+                    "start_block_index": first,
+                    "end_block_index": end,
+                }
             head: dict[str, Any] = {
                 "type": _TYPES[self.kind],
                 "cited_text": quote,
@@ -94,12 +110,13 @@ def _chunk_span(chunks: Sequence[str], quote: str) -> tuple[int, int] | None:
 
 @dataclass(frozen=True, slots=True)
 class CitationPlan:
-    """The citable documents of a request, by document_index."""
+    """The citable documents and search results of a request."""
 
     documents: tuple[CitableDocument, ...]
 
-    def document(self, index: int) -> CitableDocument | None:
-        return next((d for d in self.documents if d.index == index), None)
+    def document(self, tag: str) -> CitableDocument | None:
+        """The one a quote tag names (`CitableDocument.tag`)."""
+        return next((d for d in self.documents if d.tag == tag), None)
 
 
 def plan_citations(documents: Sequence[RenderedDocument]) -> CitationPlan | None:

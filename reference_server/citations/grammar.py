@@ -21,8 +21,8 @@ __all__ = ["CLOSE", "citation_grammar", "open_tag"]
 CLOSE = "</cite>"
 
 
-def open_tag(index: int) -> str:
-    return f"<cite {index}>"
+def open_tag(tag: str) -> str:
+    return f"<cite {tag}>"
 
 
 def citation_grammar(plan: CitationPlan) -> Grammar | None:
@@ -32,12 +32,12 @@ def citation_grammar(plan: CitationPlan) -> Grammar | None:
     for document in plan.documents:
         lexemes: list[str] = []
         for number, group in enumerate(document.quotable()):
-            name = f"Q{document.index}_{number}"
+            name = f"Q{document.tag.upper()}_{number}"
             rules.append(f"{name}: %regex {json.dumps({'substring_chunks': list(group)})}")
             rules.append(f"N{name}: {name} & /(?s:.+)/")
             lexemes.append(f"N{name}")
         if lexemes:
-            tag = json.dumps(open_tag(document.index))
+            tag = json.dumps(open_tag(document.tag))
             quotes.append(f"{tag} ({' | '.join(lexemes)}) {json.dumps(CLOSE)}")
     if not quotes:
         return None

@@ -14,8 +14,8 @@ from .grammar import CLOSE
 
 __all__ = ["QuoteEnd", "QuoteParser", "QuoteStart", "QuoteText"]
 
-_OPEN = re.compile(r"<cite (\d+)>")
-_OPEN_PREFIX = re.compile(r"<(?:c(?:i(?:t(?:e(?: \d*)?)?)?)?)?")
+_OPEN = re.compile(r"<cite (r?\d+)>")
+_OPEN_PREFIX = re.compile(r"<(?:c(?:i(?:t(?:e(?: r?\d*)?)?)?)?)?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +48,7 @@ class QuoteParser:
         self._plan = plan
         self._held = ""  # the start of a tag, not yet complete
         self._quote: list[str] | None = None  # the open quote's text so far
-        self._document = -1
+        self._document = ""
 
     def feed(self, text: str) -> list[Piece]:
         out: list[Piece] = []
@@ -65,7 +65,7 @@ class QuoteParser:
                 if opened is not None:
                     self._emit(out, plain)
                     out.append(QuoteStart())
-                    self._quote, self._document, self._held = [], int(opened.group(1)), ""
+                    self._quote, self._document, self._held = [], opened.group(1), ""
                     continue
                 if _OPEN_PREFIX.fullmatch(self._held):
                     continue

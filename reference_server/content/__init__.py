@@ -6,6 +6,7 @@ from reference_server.content.documents import (
     RenderedDocument,
     check_pdf_page_total,
     render_document,
+    render_search_result,
 )
 from reference_server.content.images import (
     MAX_IMAGE_BYTES,
@@ -32,4 +33,5 @@ __all__ = [
     "image_tokens",
     "max_dimension",
     "render_document",
+    "render_search_result",
 ]

@@ -19,7 +19,7 @@ from pypdf import PdfReader
 
 from reference_server.content.images import require_fields, source_type, strict_base64
 from reference_server.errors import InvalidRequestError
-from reference_server.protocol import DocumentBlockParam, TextBlockParam
+from reference_server.protocol import DocumentBlockParam, SearchResultBlockParam, TextBlockParam
 
 __all__ = [
     "MAX_PDF_BYTES",
@@ -29,13 +29,14 @@ __all__ = [
     "RenderedDocument",
     "check_pdf_page_total",
     "render_document",
+    "render_search_result",
 ]
 
 MAX_PDF_BYTES = 32 * 1024 * 1024  # the whole request's limit, so no single PDF may exceed it
 MAX_PDF_PAGES = 100
 MAX_TITLE_CHARS = 500  # spec: title 1..500 characters
 
-DocumentKind = Literal["text", "pdf", "content"]
+DocumentKind = Literal["text", "pdf", "content", "search_result"]
 _SOURCE_TAGS = ("base64", "text", "content", "url")
 T = TypeVar("T")
 
@@ -51,6 +52,7 @@ class RenderedDocument:
     kind: DocumentKind
     title: str | None = None
     cite_index: int | None = None
+    source: str | None = None  # a search result's source (its URL or identifier)
 
 
 def render_document(block: DocumentBlockParam, path: str, cite_index: int | None = None) -> RenderedDocument:
@@ -75,6 +77,18 @@ def render_document(block: DocumentBlockParam, path: str, cite_index: int | None
     if kind == "content":
         return _rendered(block, "content", _content_pages(source, source_path), cite_index)
     return _rendered(block, "pdf", _pdf_pages(source, source_path), cite_index)
+
+
+def render_search_result(block: SearchResultBlockParam, cite_index: int | None) -> RenderedDocument:
+    """A search_result block as the model reads it: title, source, then its text blocks; with
+    a `cite_index` (its search_result_index) the quoting syntax (tag `r<index>`)."""
+    name = "Search result" if cite_index is None else f"Search result {cite_index}"
+    lines = [f"{name}: {block.title}", f"Source: {block.source}"]
+    if cite_index is not None:
+        lines.append(f"Quote it as <cite r{cite_index}>its exact sentences</cite>.")
+    pages = tuple(part.text for part in block.content)
+    text = "\n".join(lines) + "\n\n" + "\n\n".join(pages)
+    return RenderedDocument(text, pages, "search_result", block.title, cite_index, block.source)
 
 
 def check_pdf_page_total(pages: int) -> None:

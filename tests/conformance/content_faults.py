@@ -222,6 +222,10 @@ def content_fault_catalogue() -> dict[str, Fault]:
             response=_each_citation(_shift(("start_page_number", "end_page_number"), -1)),
         ),
         "DOC-008": Fault("citations silently dropped", response=message_json(_drop_citations)),
+        "DOC-009": Fault(
+            "search_result_index 1-based",
+            response=_each_citation(_shift(("search_result_index",), 1)),
+        ),
         "IMG-001": Fault(
             "GIF and WebP images refused", request=_refuse_when(_is_gif_or_webp, "unsupported image")
         ),

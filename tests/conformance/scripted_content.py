@@ -57,11 +57,23 @@ MODEL_INFO["capabilities"].update(
 class Document:
     """A document as sent: its kind, title and parts (the text; the blocks; the pages)."""
 
-    def __init__(self, kind: str, title: str | None, parts: list[str], cite: bool) -> None:
-        self.kind, self.title, self.parts, self.cite = kind, title, parts, cite
+    def __init__(
+        self, kind: str, title: str | None, parts: list[str], cite: bool, source: str | None = None
+    ) -> None:
+        self.kind, self.title, self.parts, self.cite, self.source = kind, title, parts, cite, source
 
     def citation(self, index: int) -> JSONDict:
-        """A citation of the first sentence, block or page."""
+        """A citation of the first sentence, block or page (`index`: document_index, or
+        search_result_index for a search result)."""
+        if self.kind == "search_result":
+            place = {"type": "search_result_location", "start_block_index": 0, "end_block_index": 1}
+            return {
+                **place,
+                "cited_text": self.parts[0],
+                "search_result_index": index,
+                "source": self.source,
+                "title": self.title,
+            }
         common = {"document_index": index, "document_title": self.title, "file_id": None}
         first = self.parts[0]
         if self.kind == "text":
@@ -161,6 +173,11 @@ def read_content(body: JSONDict) -> tuple[JSONDict, list[Document]]:
             documents.append(_document(block, path))
             document = documents[-1]
             messages[i]["content"][j] = _as_text(f"Document: {document.title}\n" + "\n".join(document.parts))
+        elif block.get("type") == "search_result":
+            parts = [str(b.get("text")) for b in block.get("content") or [] if isinstance(b, dict)]
+            cite = (block.get("citations") or {}).get("enabled") is True
+            documents.append(Document("search_result", block.get("title"), parts, cite, block.get("source")))
+            messages[i]["content"][j] = _as_text(f"Search result: {block.get('title')}\n" + "\n".join(parts))
         elif block.get("type") == "image":
             width, height = _image(block, path, images)
             messages[i]["content"][j] = _as_text("image " + "x" * 4 * math.ceil(width * height / 750))
@@ -265,7 +282,9 @@ def manage(body: JSONDict, betas: set[str]) -> tuple[JSONDict, list[JSONDict] | 
 
 def _cite(message: JSONDict, documents: list[Document]) -> None:
     """Replace the plain answer by a quote of each cited document, with its citation."""
-    cited = [(n, d) for n, d in enumerate(documents) if d.cite]
+    results = [d for d in documents if d.kind == "search_result"]
+    sources = [d for d in documents if d.kind != "search_result"]
+    cited = [(n, d) for group in (sources, results) for n, d in enumerate(group) if d.cite]
     texts = [b for b in message["content"] if b.get("type") == "text"]
     if not cited or len(texts) != 1 or message["stop_reason"] != "end_turn":
         return

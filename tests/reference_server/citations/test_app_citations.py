@@ -130,6 +130,60 @@ def test_without_citations_the_tags_are_plain_text(client, engine):
     assert engine.requests[-1].constraint is None
 
 
+def test_search_results_are_cited_by_block_with_their_source(client, engine):
+    engine._reply = "<cite r0>Ferries leave at noon.</cite>"
+    result = {
+        "type": "search_result",
+        "source": "https://harbour.test/times",
+        "title": "Timetable",
+        "content": [
+            {"type": "text", "text": "Moorings: 12."},
+            {"type": "text", "text": "Ferries leave at noon."},
+        ],
+        "citations": CITED,
+    }
+    request = {
+        **body(),
+        "messages": [{"role": "user", "content": [result, {"type": "text", "text": "When?"}]}],
+    }
+    message = client.post("/v1/messages", json=request).json()
+    assert message["content"] == [
+        {
+            "type": "text",
+            "text": "Ferries leave at noon.",
+            "citations": [
+                {
+                    "type": "search_result_location",
+                    "cited_text": "Ferries leave at noon.",
+                    "search_result_index": 0,
+                    "source": "https://harbour.test/times",
+                    "title": "Timetable",
+                    "start_block_index": 1,
+                    "end_block_index": 2,
+                }
+            ],
+        }
+    ]
+    prompt = engine.requests[-1].turns[-1].text
+    assert prompt.startswith("Search result 0: Timetable\nSource: https://harbour.test/times\n")
+    assert '"<cite r0>"' in engine.requests[-1].constraint.lark
+    uncited = {k: v for k, v in result.items() if k != "citations"}
+    mixed = {**request, "messages": [{"role": "user", "content": [result, uncited]}]}
+    assert (
+        "all or none of the search results"
+        in assert_error(client.post("/v1/messages", json=mixed), 400, "invalid_request_error")["error"][
+            "message"
+        ]
+    )
+    plain = {
+        **request,
+        "messages": [{"role": "user", "content": [uncited, {"type": "text", "text": "When?"}]}],
+    }
+    answered = client.post("/v1/messages", json=plain).json()
+    assert answered["content"][0]["citations"] is None
+    assert engine.requests[-1].turns[-1].text.startswith("Search result: Timetable\n")
+
+
 def test_citations_with_structured_outputs_are_refused(client):
     schema = {"type": "object", "properties": {"a": {"type": "string"}}}
     response = client.post(

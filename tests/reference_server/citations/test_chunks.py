@@ -88,5 +88,21 @@ def test_a_plan_exists_only_with_citations_enabled() -> None:
     assert plan_citations([plain]) is None
     plan = plan_citations([RenderedDocument("x", ("x",), "text", None, 0)])
     assert plan is not None
-    assert plan.document(0) is not None
-    assert plan.document(1) is None
+    assert plan.document("0") is not None
+    assert plan.document("1") is None
+    assert plan.document("r0") is None
+
+
+def test_a_search_result_quote_is_a_block_range_with_its_source() -> None:
+    result = RenderedDocument("r", ("One.", "Two."), "search_result", "Docs", 3, "https://x.test/a")
+    document = CitableDocument.of(result)
+    assert document.tag == "r3"
+    assert document.citation("Two.") == {
+        "type": "search_result_location",
+        "cited_text": "Two.",
+        "search_result_index": 3,
+        "source": "https://x.test/a",
+        "title": "Docs",
+        "start_block_index": 1,
+        "end_block_index": 2,
+    }

@@ -142,3 +142,26 @@ def test_a_mix_of_cited_and_uncited_documents_is_a_400(tiny: anthropic.Anthropic
     with pytest.raises(anthropic.BadRequestError, match="all or none of the documents"):
         tiny.messages.create(model="tiny-random", max_tokens=8, messages=asking(TEXT, plain))
     assert tiny.models.retrieve("tiny-random").capabilities.citations.supported is True
+
+
+def test_a_search_result_is_cited_by_its_blocks(tiny: anthropic.Anthropic) -> None:
+    result = {
+        "type": "search_result",
+        "source": "https://harbour.example/timetable",
+        "title": "Timetable",
+        "content": [{"type": "text", "text": t} for t in HARBOUR],
+        "citations": CITED,
+    }
+    message = tiny.messages.create(
+        model="tiny-random", max_tokens=60, messages=asking(result, question="When do ferries leave?")
+    )
+    found = citations(message)
+    assert found
+    for citation in found:
+        assert citation.type == "search_result_location"
+        assert (citation.search_result_index, citation.source, citation.title) == (
+            0,
+            "https://harbour.example/timetable",
+            "Timetable",
+        )
+        assert "".join(HARBOUR[citation.start_block_index : citation.end_block_index]) == citation.cited_text

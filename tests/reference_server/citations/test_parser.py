@@ -11,6 +11,7 @@ from reference_server.content import RenderedDocument
 DOCUMENTS = [
     RenderedDocument("r", ("The lamp is green. It is < 9 m tall.",), "text", "Cape", 0),
     RenderedDocument("r", ("Moorings.", "Ferries."), "content", None, 1),
+    RenderedDocument("r", ("Found it.",), "search_result", "Hits", 0, "src"),
 ]
 PLAN = plan_citations(DOCUMENTS)
 assert PLAN is not None
@@ -69,6 +70,22 @@ def test_any_chunking_gives_the_same_pieces(cuts: list[int]) -> None:
             "document_title": None,
             "start_block_index": 1,
             "end_block_index": 2,
+        }
+    )
+
+
+def test_a_search_result_is_quoted_by_its_r_tag() -> None:
+    pieces = summary(parse("<cite r0>Found it.</cite>", [6, 8]))
+    assert pieces[:2] == [QuoteStart(), QuoteText("Found it.")]
+    assert pieces[2] == QuoteEnd(
+        {
+            "type": "search_result_location",
+            "cited_text": "Found it.",
+            "search_result_index": 0,
+            "source": "src",
+            "title": "Hits",
+            "start_block_index": 0,
+            "end_block_index": 1,
         }
     )
 
