@@ -140,6 +140,10 @@ class MLXEngine:
         )
         self._batching = False
         self._inbox: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        # Jobs put in the inbox, and jobs the worker has since moved into its scheduler (or
+        # failed): each written by one side only, so no update is lost (see active_requests).
+        self._submitted = 0
+        self._moved = 0
         self._scheduler: Scheduler | None = None
         # Guards `_closed` together with queueing, so no job lands behind the stop marker.
         self._lock = threading.Lock()
@@ -186,8 +190,12 @@ class MLXEngine:
     @property
     def active_requests(self) -> int:
         """Generations submitted and not yet finished or dropped by the worker."""
+        # `_moved` is read before the scheduler's size, and the worker adds a job to the
+        # scheduler before counting it moved: a job between the two is counted twice for an
+        # instant, never missed (qsize() + len() missed a job the worker had just taken).
+        moved = self._moved
         scheduler = self._scheduler
-        return self._inbox.qsize() + (len(scheduler) if scheduler is not None else 0)
+        return self._submitted - moved + (len(scheduler) if scheduler is not None else 0)
 
     def models(self) -> Sequence[ModelCard]:
         """The one served model."""
@@ -248,6 +256,7 @@ class MLXEngine:
             if self._closed:
                 raise EngineClosedError("the engine is closed")
             self._inbox.put(job)
+            self._submitted += 1
         return StartedGeneration(usage, self._deltas(job), on_close=job.cancel)
 
     def _admit(self) -> None:
@@ -372,8 +381,10 @@ class MLXEngine:
                     for late in items[index + 1 :]:
                         if late is not None:
                             late.emit(error)
+                            self._moved += 1
                     return
                 scheduler.add(item)
+                self._moved += 1
             scheduler.step()
 
     def _take(self, *, block: bool) -> list[Job | None]:
@@ -393,6 +404,7 @@ class MLXEngine:
         for item in self._take(block=False):
             if item is not None:
                 item.emit(error)
+                self._moved += 1
 
 
 async def _finished() -> AsyncIterator[EngineDelta]:
