@@ -90,10 +90,6 @@ GAP_REASONS: tuple[tuple[str, str], ...] = (
     ),
     ("response:stop_details", "no honest refusal trigger on the reference server (issue 21)"),
     ("stop_reason:refusal", "no honest refusal trigger on the reference server (issue 21)"),
-    (
-        "stop_reason:model_context_window_exceeded",
-        "produced when the window bounds max_tokens; no property fills a window yet (issue 21)",
-    ),
     ("error:", "errors a client cannot provoke on a target (billing, permissions, outages, timeouts)"),
     ("request:diagnostics", "the cache diagnosis beta (cache-diagnosis-2026-04-07) is not served"),
     ("response:diagnostics", "the cache diagnosis beta (cache-diagnosis-2026-04-07) is not served"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from conformance.catalogue import Level, prop
@@ -34,6 +36,7 @@ from conformance.drivers import (
     stop_sequence_body,
     stream_raw,
     text_of,
+    total_input_tokens,
 )
 from conformance.target import Target
 
@@ -744,3 +747,107 @@ def test_msg_021_natural_end_is_end_turn(target: Target) -> None:
         return
     tried = len(END_TURN_PROMPTS)
     pytest.skip(f"the model ended none of {tried} prompts by itself within {END_TURN_MAX_TOKENS} tokens")
+
+
+# MSG-023 fills the window up to this many tokens short of it; max_tokens asks for more.
+WINDOW_MARGIN = 12
+WINDOW_MAX_TOKENS = 48
+# Filling a larger window costs a prompt of that many tokens on every run: not judged above.
+MAX_FILLED_WINDOW = 131_072
+FILLER_WORD = " go"
+
+
+def _window_body(target: Target, words: int, max_tokens: int, *, prefill: bool) -> dict[str, Any]:
+    """A turn of `words` repetitions the model should go on repeating: as an assistant prefill
+    (a small model continues a run of words where it would answer a long user turn with an end),
+    or, where the target refuses prefills, in the user turn."""
+    ask = "Write the word go again and again, and never stop"
+    if prefill:
+        filler = "go" + FILLER_WORD * words
+        turns = [{"role": "user", "content": f"{ask}."}, {"role": "assistant", "content": filler}]
+    else:
+        turns = [{"role": "user", "content": f"{ask}:" + FILLER_WORD * words}]
+    return message_body(target, max_tokens=max_tokens, messages=turns)
+
+
+def _input_tokens(target: Target, words: int, *, prefill: bool) -> int:
+    message = create_json(target, _window_body(target, words, 1, prefill=prefill))
+    return total_input_tokens(read(message, "usage", dict, where=MESSAGE), where="the Message's usage")
+
+
+def _prefill_served(target: Target) -> bool:
+    """Whether a short prefill of the filler is answered (some models refuse prefills with a 400)."""
+    response = target.request("POST", "/v1/messages", json_body=_window_body(target, 10, 1, prefill=True))
+    return response.status_code == 200
+
+
+@prop(
+    "MSG-023",
+    Level.SHOULD,
+    "A turn cut by the context window reports model_context_window_exceeded",
+    url=f"{MESSAGES}#response-stop-reason",
+    requirement="When prompt plus max_tokens is past the model's context window (max_input_tokens "
+    "of its ModelInfo) and the window, not max_tokens, ends the turn, stop_reason is "
+    "'model_context_window_exceeded' (not 'max_tokens', which means max_tokens was reached), and "
+    "no more tokens are generated than the window holds. A target may instead refuse such a "
+    "request with a 400 (the API's behaviour before the stop reason): not judged then. "
+    "The stop reason is documented only by the SDK's docstring (\"exceeded the model's context "
+    'window"), so this is a SHOULD.',
+    invariant=32,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "endpoint:GET /v1/models/{model_id}",
+        "model:max_input_tokens",
+        "response:stop_reason",
+        "stop_reason:model_context_window_exceeded",
+    ),
+)
+def test_msg_023_context_window_stop(target: Target, model_info: dict[str, Any] | None) -> None:
+    """Reads the window from the ModelInfo, measures the prompt's tokens per word (two max_tokens
+    1 requests; the filler is an assistant prefill where the target takes one), then sends a
+    prompt WINDOW_MARGIN tokens short of the window with max_tokens WINDOW_MAX_TOKENS, correcting
+    the size from the usage it gets (a 400 once: smaller). A turn the model ends by itself inside
+    the margin is not judged."""
+    window = read_optional(model_info, "max_input_tokens", int, where="the ModelInfo")
+    if window is None:
+        pytest.skip("the target declares no context window (ModelInfo max_input_tokens)")
+    if window > MAX_FILLED_WINDOW:
+        pytest.skip(f"the window is {window} tokens: filling it is past this property's budget")
+    prefill = _prefill_served(target)
+    base = _input_tokens(target, 100, prefill=prefill)
+    per_word = (_input_tokens(target, 200, prefill=prefill) - base) / 100
+    expect(per_word > 0, "usage: input_tokens grows with the prompt", per_word)
+    words = int(100 + (window - WINDOW_MARGIN - base) / per_word)
+    refused = 0
+    for _ in range(4):
+        response = target.request(
+            "POST", "/v1/messages", json_body=_window_body(target, words, WINDOW_MAX_TOKENS, prefill=prefill)
+        )
+        if response.status_code == 400 and not refused:  # perhaps past the window: once smaller
+            refused, words = 1, words - int(2 * WINDOW_MARGIN / per_word) - 1
+            continue
+        if response.status_code == 400:
+            not_judged(
+                f"a prompt of ~{window - 3 * WINDOW_MARGIN} tokens with max_tokens {WINDOW_MAX_TOKENS} "
+                f"(window {window}) is refused with a 400: the stop reason is never reached"
+            )
+        message = expect_message(response)
+        usage = read(message, "usage", dict, where=MESSAGE)
+        used_in = total_input_tokens(usage, where="the Message's usage")
+        used_out = read(usage, "output_tokens", int, where="the Message's usage")
+        reason = stop_reason(message, where=MESSAGE)
+        room = window - used_in
+        if room >= WINDOW_MAX_TOKENS:  # the estimate fell short: correct it and try again
+            words += int((room - WINDOW_MARGIN) / per_word) or 1
+            continue
+        expect(
+            used_out <= room,
+            f"output_tokens within the {room} tokens the window leaves after {used_in} input tokens",
+            used_out,
+            reason="past-window",
+        )
+        if reason in ("end_turn", "stop_sequence") and used_out < room:
+            not_judged(f"the model ended its turn by itself after {used_out} of the window's {room} tokens")
+        expect_stop(reason, "model_context_window_exceeded", f"stop_reason with {room} tokens of window left")
+        return
+    not_judged(f"no prompt within 4 tries left fewer than {WINDOW_MAX_TOKENS} tokens of the window")

@@ -530,6 +530,10 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
         ),
         "MSG-020": Fault("output_tokens over max_tokens", response=message_json(_bump_output_tokens)),
         "MSG-021": Fault("OpenAI finish reasons (stop, length)", response=message_json(_openai_finish)),
+        "MSG-023": Fault(
+            "a cut by the context window reported as max_tokens",
+            response=message_json(replace_stop("model_context_window_exceeded", "max_tokens")),
+        ),
         # ---- streaming
         "STREAM-001": Fault(
             "stream sent as text/plain",
