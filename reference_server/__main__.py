@@ -11,6 +11,7 @@ from pathlib import Path
 
 from reference_server.catalog import Alias
 from reference_server.engine.precision import PRECISION_CHOICES
+from reference_server.observability import configure_logging
 from reference_server.settings import API_KEY_ENV, DEFAULT_MODEL, Settings
 
 _DEFAULTS = Settings()
@@ -151,6 +152,12 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
             " rate_limit_error with retry-after; default: no limit)",
         )
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument(
+        "--log-format",
+        default="text",
+        choices=["text", "json"],
+        help="json: one JSON object a line, a request's line with its request id (default: text)",
+    )
     args = parser.parse_args(argv)
     for name in (
         "max_batch",
@@ -185,6 +192,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         seed=args.seed,
         context_window=args.context_window,
         log_level=args.log_level,
+        log_format=args.log_format,
         max_batch=args.max_batch,
         max_pending=args.max_pending,
         cache_budget_mb=args.cache_budget_mb,
@@ -203,7 +211,8 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
 
 def main(argv: Sequence[str] | None = None) -> int:
     settings = parse_args(argv)
-    logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    configure_logging(settings.log_level, settings.log_format)
+    json_logs = settings.log_format == "json"
     if settings.api_key is None and not _is_loopback(settings.host):
         logging.getLogger("reference_server").warning(
             "serving on %s without an API key: anyone who can reach it can use it", settings.host
@@ -218,6 +227,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         port=settings.port,
         log_level=settings.log_level,
         timeout_graceful_shutdown=5,
+        # json: uvicorn's loggers propagate to the root's JSON handler; requests are logged by
+        # the access logger (observability/hooks.py), with their request ids.
+        log_config=None if json_logs else uvicorn.config.LOGGING_CONFIG,
+        access_log=not json_logs,
     )
     return 0
 

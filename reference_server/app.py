@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -21,6 +22,8 @@ from reference_server.engine.base import Engine
 from reference_server.errors import AuthenticationError, InvalidRequestError, exception_handlers
 from reference_server.files.store import FileStore
 from reference_server.ids import request_id_of
+from reference_server.observability import ServingMetrics
+from reference_server.observability.hooks import observe_response, timed
 from reference_server.openai import ChatCompletionsService
 from reference_server.ratelimits import Limits, RateLimiter
 from reference_server.routes import route_handlers
@@ -80,7 +83,12 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
         )
         # The Files API: metadata in SQLite, bytes beside it, in the data directory.
         app.state.files = await asyncio.to_thread(FileStore.open, settings.resolved_data_dir())
-        app.state.service = MessagesService(active, catalog, signer, server_tools, app.state.files)
+        # Queue depth, batch size and the prompt cache's size, where the engine tells them.
+        app.state.metrics = ServingMetrics(load=getattr(active, "load", None))
+        app.state.started = time.monotonic()
+        app.state.service = MessagesService(
+            active, catalog, signer, server_tools, app.state.files, metrics=app.state.metrics
+        )
         app.state.chat = ChatCompletionsService(app.state.service)
         app.state.settings = settings
         rates = Limits(settings.rate_limit_rpm, settings.rate_limit_itpm, settings.rate_limit_otpm)
@@ -102,9 +110,13 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
         lifespan=[lifespan],
         guards=[_check_headers(settings)],
         exception_handlers=exception_handlers,  # type: ignore[arg-type]
-        before_send=[_add_request_id, _add_rate_limit_headers],
+        middleware=[timed],
+        before_send=[_add_request_id, _add_rate_limit_headers, observe_response],
         request_max_body_size=settings.max_body_bytes,
         openapi_config=None,
+        # The process's logging is configure_logging's (text or json): Litestar's default config
+        # would replace the root's handler with its own format.
+        logging_config=None,
         debug=False,
     )
 
@@ -128,13 +140,14 @@ async def _add_rate_limit_headers(message: Message, scope: Scope) -> None:
 
 
 def _check_headers(settings: Settings) -> Guard:
-    """Guard: API key (x-api-key or Bearer, constant-time, never logged), then the
-    `anthropic-version` header the API requires (not on the OpenAI or negotiated routes)."""
+    """Guard: API key (x-api-key or Bearer, constant-time, never logged; not on /health), then
+    the `anthropic-version` header the API requires (not on the OpenAI, negotiated or plain
+    routes)."""
     expected = settings.api_key.encode() if settings.api_key else None
 
     def guard(connection: ASGIConnection, handler: BaseRouteHandler) -> None:  # type: ignore[type-arg]
         headers = connection.headers
-        if expected is not None:
+        if expected is not None and not handler.opt.get("public"):
             offered = headers.get("x-api-key")
             if offered is None:
                 scheme, _sep, token = headers.get("authorization", "").partition(" ")

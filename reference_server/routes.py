@@ -16,6 +16,7 @@ from reference_server.engine.base import Generation
 from reference_server.errors import NotFoundError
 from reference_server.files import file_route_handlers
 from reference_server.ids import request_id_of
+from reference_server.observability.routes import observability_route_handlers
 from reference_server.openai import ChatCompletionsService, parse_request, sse_chunks
 from reference_server.openai import exception_handlers as openai_exception_handlers
 from reference_server.openai import models as openai_models
@@ -208,4 +209,5 @@ route_handlers = [
     create_chat_completion,
     *batch_route_handlers,
     *file_route_handlers,
+    *observability_route_handlers,
 ]

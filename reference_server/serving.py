@@ -42,6 +42,7 @@ from reference_server.engine.errors import (
 from reference_server.errors import InternalServerError, InvalidRequestError, OverloadedError
 from reference_server.files.sources import has_file_sources, inline_file_sources
 from reference_server.files.store import FileStore
+from reference_server.observability.metrics import ServingMetrics
 from reference_server.prepared import PreparedMessage
 from reference_server.protocol import (
     ClearThinkingEdit,
@@ -142,12 +143,15 @@ class MessagesService:
         signer: ThinkingSigner,
         server_tools: ServerToolRuntime | None = None,
         files: FileStore | None = None,
+        *,
+        metrics: ServingMetrics | None = None,
     ) -> None:
         self.engine = engine
         self.catalog = catalog
         self.signer = signer
         self.server_tools = server_tools or ServerToolRuntime()
         self.files = files  # the Files API's store: file sources are read from it
+        self.metrics = metrics  # every admitted generation is measured (/metrics)
 
     async def _inlined(self, params: P) -> P:
         """`params` with file sources replaced by the files' content (files/sources.py)."""
@@ -403,9 +407,10 @@ class MessagesService:
         """Admit the generation (before any response byte, so refusals are plain HTTP errors):
         a full engine is a 529 `overloaded_error` with `retry-after`."""
         try:
-            return await self.engine.start(prepared.request)
+            generation = await self.engine.start(prepared.request)
         except EngineOverloadedError as exc:
             raise OverloadedError("Overloaded", headers={"retry-after": str(exc.retry_after)}) from None
+        return generation if self.metrics is None else self.metrics.metered(generation)
 
     async def run(self, prepared: PreparedMessage, deltas: Generation) -> AsyncIterator[Piece]:
         """Thinking pieces (with thinking on), text pieces (stop sequences cut out) and tool-call

@@ -12,6 +12,7 @@ from reference_server.catalog import Alias
 from reference_server.engine.mlx import DEFAULT_MAX_BATCH, DEFAULT_MAX_PENDING
 from reference_server.engine.precision import PrecisionChoice
 from reference_server.engine.prefix_cache import DEFAULT_BUDGET_BYTES, DEFAULT_MIN_TOKENS
+from reference_server.observability.logs import LogFormat
 from reference_server.server_tools.loop import DEFAULT_MAX_ITERATIONS
 
 API_KEY_ENV = "PLUMBLINE_API_KEY"
@@ -40,6 +41,7 @@ class Settings:
     context_window: int | None = None  # tiny-random's window; a cap for other models
     max_body_bytes: int = MAX_BODY_BYTES
     log_level: str = "info"
+    log_format: LogFormat = "text"
     # Batching, admission and the prompt cache (engine/mlx.py ServingLimits; README "Serving").
     max_batch: int = DEFAULT_MAX_BATCH
     max_pending: int = DEFAULT_MAX_PENDING

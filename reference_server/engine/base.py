@@ -166,6 +166,17 @@ class PromptUsage:
         return self.tokens - self.cache_read - self.cache_write
 
 
+@dataclass(frozen=True, slots=True)
+class EngineLoad:
+    """What an engine holds now, for /metrics: generations waiting to start, generations being
+    decoded (the batch), and the prompt cache's entries and bytes."""
+
+    queued: int
+    running: int
+    cache_entries: int = 0
+    cache_bytes: int = 0
+
+
 class Generation(Protocol):
     """A started generation: its prompt usage, known before the first delta, and its deltas."""
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from .base import (
     EngineDelta,
+    EngineLoad,
     EngineRequest,
     Generation,
     Grammar,
@@ -196,6 +197,18 @@ class MLXEngine:
         moved = self._moved
         scheduler = self._scheduler
         return self._submitted - moved + (len(scheduler) if scheduler is not None else 0)
+
+    def load(self) -> EngineLoad:
+        """Generations waiting in the inbox and in the scheduler, and the prompt cache's size."""
+        moved = self._moved  # read first, as in active_requests
+        scheduler = self._scheduler
+        cache = self._prefix
+        return EngineLoad(
+            queued=max(self._submitted - moved, 0),
+            running=len(scheduler) if scheduler is not None else 0,
+            cache_entries=len(cache) if cache is not None else 0,
+            cache_bytes=cache.nbytes if cache is not None else 0,
+        )
 
     def models(self) -> Sequence[ModelCard]:
         """The one served model."""
