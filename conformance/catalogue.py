@@ -18,6 +18,8 @@ but that server never shows (an error event, a ping) is listed in `unobserved` w
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +35,7 @@ __all__ = [
     "Citation",
     "Level",
     "Property",
+    "catalogue_hash",
     "prop",
     "property_of",
 ]
@@ -216,3 +219,17 @@ def _check_covers(property_id: str, covers: tuple[str, ...], unobserved: dict[st
 def property_of(function: object) -> Property | None:
     found = getattr(function, "_plumbline_property", None)
     return found if isinstance(found, Property) else None
+
+
+def catalogue_hash() -> str:
+    """What a run's verdicts mean, in 12 hex digits: a digest of every property's id, level,
+    title, citation and retirement, as loaded. Two runs with the same hash were judged by the
+    same rules; `plumbline --version` and index.json carry it."""
+    from conformance.properties import load_all  # here: the property modules import this one
+
+    load_all()
+    rules = [
+        [p.id, p.level.value, p.title, p.citation.url, p.citation.requirement, p.retired]
+        for p in sorted(REGISTRY.values(), key=lambda p: p.id)
+    ]
+    return hashlib.sha256(json.dumps(rules, ensure_ascii=False).encode()).hexdigest()[:12]

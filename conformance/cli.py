@@ -41,6 +41,10 @@ DEFAULT_SERVER_MODEL = "smollm2-135m-instruct"
 # Its web search runs on a small local index shipped with the reference profile (SRVTOOL-013).
 WEB_INDEX = PACKAGE_DIR / "profiles" / "web-index"
 JUDGED_SERVER_ARGS = (
+    # MSG-023 fills the window: 2048 tokens prefill in ~8 s on 2 cores, SmolLM2's own 8192 in
+    # ~65 s per try (tiny-random's default is 2048 already).
+    "--context-window",
+    "2048",
     "--server-tool-iterations",
     "1",
     "--allow-private-mcp",
@@ -80,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--baseline", type=Path, help="expected failures (TOML); overrides the profile's")
     parser.add_argument("--update-baseline", action="store_true", help="write today's failures as expected")
     parser.add_argument("--list", action="store_true", help="print the catalogue and exit")
+    parser.add_argument(
+        "--version", action="store_true", help="print the suite's version and the catalogue's hash, and exit"
+    )
     parser.add_argument("-k", dest="keyword", help="run matching properties only, e.g. stream_003")
     parser.add_argument("--report-dir", type=Path, default=Path("reports"))
     parser.add_argument("--seed", type=int, help="hypothesis seed (default: random, recorded)")
@@ -107,6 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.list:
         print_catalogue(Console())
+        return 0
+    if args.version:
+        print(version_line())
         return 0
     if args.hypothesis_profile:
         os.environ["PLUMBLINE_HYPOTHESIS_PROFILE"] = args.hypothesis_profile
@@ -223,6 +233,22 @@ def workers(asked: int | None, properties: int) -> int:
     if asked is not None:
         return max(1, min(asked, properties))
     return max(1, min(DEFAULT_JOBS, properties // PROPERTIES_PER_WORKER))
+
+
+def version_line() -> str:
+    """`plumbline 0.1.0 (catalogue 1a2b3c4d5e6f, 193 properties; anthropic SDK 2.17.0)`."""
+    import anthropic
+
+    from conformance import __version__
+    from conformance.catalogue import REGISTRY, catalogue_hash
+    from conformance.properties import load_all
+
+    load_all()
+    judged = sum(not p.retired for p in REGISTRY.values())
+    return (
+        f"plumbline {__version__} (catalogue {catalogue_hash()}, {judged} properties; "
+        f"anthropic SDK {anthropic.__version__})"
+    )
 
 
 def print_catalogue(console: Console) -> None:

@@ -1,8 +1,13 @@
-"""The pytest plugin: target options and fixtures, per-property verdicts, reports, the gate.
+"""The pytest plugin: target options, per-property verdicts, reports, the gate.
 
-Loaded by the `plumbline` command (`-p conformance.plugin`); pytest's exit status is
-replaced by the gate's (0 conformant, 1 new failure or stale baseline entry, 2 harness
-error).
+Loaded by the `plumbline` command (`-p conformance.plugin`), and by any pytest where Plumbline
+is installed (the `pytest11` entry point, named `conformance.plugin` so that both ways load it
+once). Without `--plumbline-target` it does nothing. With one, pytest's exit status is replaced
+by the gate's (0 conformant, 1 new failure or stale baseline entry, 2 harness error); run from
+a project's own pytest (`pytest --plumbline-target URL`), the catalogue is collected beside the
+project's tests, and a failing test of the project's own also makes the exit status 1. The
+fixtures the properties use (`target`, `model_info`) live in `properties/conftest.py`, so that
+they exist only where properties are collected.
 
 One process, or pytest-xdist workers (`plumbline --jobs N`, conformance/scheduling.py): what
 every property builds on (the determinism probe, the optional features the selected properties
@@ -19,7 +24,7 @@ import platform
 import shutil
 import tempfile
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +37,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from conformance import __version__
-from conformance.catalogue import REGISTRY, Property, property_of
+from conformance.catalogue import REGISTRY, Property, catalogue_hash, property_of
 from conformance.checks import Unsupported
 from conformance.console import print_context, print_summary, print_verdict
 from conformance.determinism import Determinism, probe_determinism
@@ -58,6 +63,7 @@ _CONFIG: list[pytest.Config] = []
 # Opt-in: keep every exchange of every property, passing ones too, under exchanges/<ID>.json
 # (the spec-coverage test checks declared coverage against them). Off, reports are unchanged.
 KEEP_EXCHANGES_ENV = "PLUMBLINE_KEEP_EXCHANGES"
+PROPERTIES_DIR = Path(__file__).resolve().parent / "properties"
 CONTEXT_KEY = "plumbline_context"  # xdist workerinput: the file with what the controller found out
 
 
@@ -80,6 +86,7 @@ class RunState:
     features: Features | None = None
     progress: RunProgress | None = None
     context_dir: Path | None = None  # the controller's: where the workers read the context
+    other_failures: int = 0  # failed tests that are not properties (a project's own, beside them)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -128,6 +135,13 @@ def pytest_configure(config: pytest.Config) -> None:
         console=Console(highlight=False, soft_wrap=True),
         worker=hasattr(config, "workerinput"),
     )
+    if not any(_within(arg, PROPERTIES_DIR) for arg in config.args):
+        config.args.append(str(PROPERTIES_DIR))  # from a project's pytest: the catalogue joins its tests
+
+
+def _within(arg: str, directory: Path) -> bool:
+    path = Path(arg.split("::", 1)[0]).resolve()
+    return path == directory or directory in path.parents
 
 
 def _first_model(url: str, config: pytest.Config) -> str:
@@ -209,26 +223,26 @@ def pytest_configure_node(node: Any) -> None:
     node.workerinput[CONTEXT_KEY] = str(state.context_dir)
 
 
-@pytest.fixture(scope="session")
-def target(request: pytest.FixtureRequest) -> Iterator[Target]:
-    state = _state(request.config)
+def session_target(config: pytest.Config) -> Target:
+    """The run's Target, for the `target` fixture: a worker's reads what its controller found out."""
+    state = _state(config)
     if state is None:
         raise pytest.UsageError("conformance properties need --plumbline-target")
     if state.worker:
         state.target = Target(state.config)
-        _read_context(state, state.target, request.config.workerinput[CONTEXT_KEY])  # type: ignore[attr-defined]
+        _read_context(state, state.target, config.workerinput[CONTEXT_KEY])  # type: ignore[attr-defined]
     elif state.target is None or state.features is None:
-        _prepare(state, [])  # not collected through this plugin's hook (pytest -p, odd selections)
+        _prepare(state, [])  # not collected through this plugin's hook (odd selections)
     assert state.target is not None
-    yield state.target
-    state.target.close()
+    return state.target
 
 
-@pytest.fixture(autouse=True)
-def _property_context(request: pytest.FixtureRequest, target: Target) -> None:
-    prop = property_of(request.function)
+def enter_property(config: pytest.Config, function: Any, target: Target) -> None:
+    """Before a property runs: its exchanges are recorded under its id, and a feature it requires
+    that the target lacks makes it UNSUPPORTED."""
+    prop = property_of(function)
     target.recorder.reset(prop.id if prop else None)
-    state = _state(request.config)
+    state = _state(config)
     if prop is not None and prop.requires and state is not None and state.features is not None:
         absent = [s for s in map(state.features.support, prop.requires) if not s.supported]
         if absent:
@@ -242,15 +256,17 @@ def pytest_collection_modifyitems(
     state = _state(config)
     if state is None:
         return
-    props: list[Property] = []
+    props: dict[pytest.Item, Property] = {}
     for item in items:
         prop = property_of(getattr(item, "obj", None))
-        if prop is None:
+        if prop is not None:
+            props[item] = prop
+        elif _within(str(item.path), PROPERTIES_DIR):
             raise pytest.UsageError(f"{item.nodeid} is not a declared property (@prop)")
-        props.append(prop)
-    items.sort(key=lambda item: property_of(getattr(item, "obj", None)).id)  # type: ignore[union-attr]
+    # A project's own tests first, as collected; then the properties in catalogue order.
+    items[:] = [item for item in items if item not in props] + sorted(props, key=lambda i: props[i].id)
     if not state.worker:  # a worker's controller prepares (conformance/scheduling.py)
-        _prepare(state, sorted(props, key=lambda p: p.id))
+        _prepare(state, sorted(props.values(), key=lambda p: p.id))
 
 
 def pytest_collectreport(report: pytest.CollectReport) -> None:
@@ -284,11 +300,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Where the verdicts are given (this process, or the xdist controller)."""
-    data = getattr(report, "plumbline", None)
-    if not isinstance(data, dict):
-        return
     state = _state(_CONFIG[0]) if _CONFIG else None
     if state is None or state.worker:
+        return
+    data = getattr(report, "plumbline", None)
+    if not isinstance(data, dict):
+        state.other_failures += report.failed  # not a property: pytest's own verdict counts
         return
     result = Result.from_wire(data, REGISTRY[data["id"]])
     state.results[result.property.id] = result
@@ -303,7 +320,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if state is None or state.worker:
         return
     cfg = state.config
-    state.console.rule(escape(f"Plumbline {__version__} — {cfg.url} — model {cfg.model}"))
+    state.console.rule(
+        escape(f"Plumbline {__version__} (catalogue {catalogue_hash()}) — {cfg.url} — model {cfg.model}")
+    )
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -325,7 +344,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     gate = compute_gate(results, baseline, strict=state.strict, harness_failed=harness_failed)
     run = {
         "run_id": state.run_id,
-        "suite": {"name": "plumbline", "version": __version__, "sdk": anthropic.__version__},
+        "suite": {
+            "name": "plumbline",
+            "version": __version__,
+            "catalogue": catalogue_hash(),
+            "sdk": anthropic.__version__,
+        },
         "target": {
             "url": state.config.url,
             "model": state.config.model,
@@ -355,4 +379,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         )
     has_baseline = bool(run["baseline_found"])
     print_summary(state.console, results, gate.as_dict(), directory, has_baseline=has_baseline)
-    session.exitstatus = EXIT_HARNESS if harness_failed else gate.exit_code
+    session.exitstatus = (
+        EXIT_HARNESS if harness_failed else max(gate.exit_code, int(state.other_failures > 0))
+    )

@@ -161,7 +161,7 @@ def render_summary(index: dict[str, Any]) -> str:
     if slowest:
         lines += ["Slowest: " + ", ".join(f"{p['id']} {p['duration_s']:.1f} s" for p in slowest), ""]
     lines += [
-        f"{len(index['properties'])} properties · suite {index['suite']['version']} · "
+        f"{len(index['properties'])} properties · suite {_suite(index)} · "
         f"seed {index['seed']} · {index['duration_s']} s · run {index['run_id']}",
         "",
     ]
@@ -304,7 +304,7 @@ def render_html(index: dict[str, Any], results: Sequence[Result]) -> str:
         f"<title>Plumbline — {esc(target['url'])}</title><style>{_CSS}</style>"
         f"<h1>Plumbline conformance report</h1>"
         f"<p>{esc(target['url'])} · model <code>{esc(target['model'])}</code> · "
-        f"suite {esc(index['suite']['version'])} · seed {index['seed']} · run {esc(index['run_id'])} · "
+        f"suite {esc(_suite(index))} · seed {index['seed']} · run {esc(index['run_id'])} · "
         f"{index['duration_s']} s</p>"
         f'<p class="counts">{chips}</p>'
         + features_html
@@ -317,3 +317,10 @@ def render_html(index: dict[str, Any], results: Sequence[Result]) -> str:
         + "".join(rows)
         + "</table></html>\n"
     )
+
+
+def _suite(index: dict[str, Any]) -> str:
+    """`0.1.0 (catalogue 5b2aec1d9f7a)`; runs recorded before the hash existed show the version."""
+    suite = index["suite"]
+    catalogue = suite.get("catalogue")
+    return f"{suite['version']} (catalogue {catalogue})" if catalogue else str(suite["version"])

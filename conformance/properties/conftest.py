@@ -1,12 +1,27 @@
-"""Fixtures shared by the property modules (the target itself comes from the plugin)."""
+"""Fixtures shared by the property modules: here, not in the plugin, so that a project whose
+pytest loads the plugin (the `pytest11` entry point) gets no fixture of ours in its own tests."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from conformance.plugin import enter_property, session_target
 from conformance.target import Target
+
+
+@pytest.fixture(scope="session")
+def target(request: pytest.FixtureRequest) -> Iterator[Target]:
+    session = session_target(request.config)
+    yield session
+    session.close()
+
+
+@pytest.fixture(autouse=True)
+def _property_context(request: pytest.FixtureRequest, target: Target) -> None:
+    enter_property(request.config, request.function, target)
 
 
 @pytest.fixture(scope="session")
