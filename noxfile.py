@@ -33,13 +33,23 @@ def tests(session: nox.Session) -> None:
     """Unit tests of both packages, the harness's fault proofs, and end-to-end tests over a
     real socket on MLX (tiny-random and the embedded SmolLM2). What CI runs: the `deep` tests
     (a representative of each is kept here) run in `nox -s deep`."""
-    install_project(session, "server", "test")
+    install_project(session, "server", "test", "docs")
     # Two workers (pytest-xdist): most tests wait on a server or a subprocess; the tests that
     # share the session's whole-catalogue runs stay on one worker (xdist_group "catalogue").
     workers = ["-n", os.environ.get("PLUMBLINE_TEST_WORKERS", "2"), "--dist", "loadgroup"]
     session.run(
         "pytest", "-m", "not deep", *workers, *(session.posargs or ["tests"]), env={"PYTHONHASHSEED": "0"}
     )
+
+
+@nox.session(default=False)
+def docs(session: nox.Session) -> None:
+    """The documentation site: `mkdocs build --strict` into site/, then its tests, where a real
+    browser must open the catalogue page (headless Chromium on PATH; Debian: apt-get install
+    chromium)."""
+    install_project(session, "docs")  # pytest comes with the harness
+    session.run("mkdocs", "build", "--strict", env={"NO_MKDOCS_2_WARNING": "1"})
+    session.run("pytest", "tests/test_docs.py", env={"PLUMBLINE_REQUIRE_BROWSER": "1"})
 
 
 @nox.session(default=False)

@@ -132,7 +132,7 @@ def _target(args: argparse.Namespace, run_id: str) -> Iterator[tuple[str, str | 
         return
     from conformance.launcher import ServerFailedToStart, reference_server
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # a path is never broken onto a line of its own
     # Our own server runs with a key, so the AUTH properties are judged too.
     args.api_key = args.api_key or secrets.token_urlsafe(16)
     log = args.report_dir / "reference" / run_id / "server.log"

@@ -51,7 +51,7 @@ def _percent(part: int, whole: int) -> str:
 
 
 def summary_table(declared: Mapping[str, list[str]]) -> str:
-    """The numbers table (Markdown), as README.md shows it."""
+    """The numbers table (Markdown), as the coverage page (docs/coverage.md) shows it."""
     lines = [
         "| what | covered | of (official spec) | % | SDK 2.14 additions covered |",
         "|---|---:|---:|---:|---:|",

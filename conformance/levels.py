@@ -1,10 +1,10 @@
-"""The catalogue's levels and what each MUST rests on, as README.md shows them.
+"""The catalogue's levels and what each MUST rests on, as the site's Levels page shows them.
 
 Every MUST names its source (`@prop(source=...)`): a sentence of the docs (the API reference's
 docstrings included) or a fact of the official OpenAPI schema. A rule the docs are silent on is
 a SHOULD, its reasoning in the requirement; a MUST may hold weaker sub-cases (`Cases.case(...,
 level=Level.SHOULD)`), which WARN rather than FAIL. `python -m conformance.levels` prints the
-README section; tests/conformance/test_catalogue.py holds the README to it.
+section; the site generates its Levels page from it (docs/hooks.py), so it cannot drift.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ class Settings:
     max_body_bytes: int = MAX_BODY_BYTES
     log_level: str = "info"
     log_format: LogFormat = "text"
-    # Batching, admission and the prompt cache (engine/mlx.py ServingLimits; README "Serving").
+    # Batching, admission and the prompt cache (engine/mlx.py ServingLimits; docs/server/serving.md).
     max_batch: int = DEFAULT_MAX_BATCH
     max_pending: int = DEFAULT_MAX_PENDING
     cache_budget_mb: int = DEFAULT_BUDGET_BYTES >> 20

@@ -106,6 +106,11 @@ def _single(line: list[tuple[float, int]]) -> dict[str, float]:
     }
 
 
+def step(what: str) -> None:
+    """A long measurement says what it is doing (minutes can pass between two results)."""
+    print(f"  {time.strftime('%H:%M:%S')} {what}", flush=True)
+
+
 async def bench_engine(
     args: argparse.Namespace, *, batching: bool, precision: str = "auto", full: bool = True
 ) -> dict[str, Any]:
@@ -130,10 +135,12 @@ async def bench_engine(
         padded_text(engine.tokenizer, args.prefill_tokens, f"Prefill {n}. ") for n in range(args.runs)
     ]
     prefill_tokens = await engine.count_tokens(ask(prefill_texts[0]))
+    step(f"prefill: {args.runs} prompts of {prefill_tokens} tokens")
     ttfts = [_single(await _timeline(engine, ask(text, 1)))["ttft_s"] for text in prefill_texts]
     out["prefill_tokens"] = prefill_tokens
     out["prefill_tok_s"] = prefill_tokens / statistics.median(ttfts)
     prompt = padded_text(engine.tokenizer, args.prompt_tokens)
+    step(f"single stream: {args.runs} runs of {args.max_tokens} tokens")
     singles = [_single(await _timeline(engine, ask(f"Single {n}. {prompt}"))) for n in range(args.runs)]
     out["prompt_tokens"] = await engine.count_tokens(ask(prompt))
     out["ttft_s"] = statistics.median(s["ttft_s"] for s in singles)
@@ -142,10 +149,12 @@ async def bench_engine(
     for streams in args.streams:
         # Distinct from the first token on, so no stream reuses another's prefix.
         requests = [ask(f"Round {streams}, stream {i}. {prompt}") for i in range(streams)]
+        step(f"{streams} streams at once")
         lines = await asyncio.gather(*(_timeline(engine, r) for r in requests))
         rate, tokens = window_rate(lines)
         out["aggregate"][str(streams)] = {"decode_tok_s": rate, "window_tokens": tokens}
     if full:
+        step(f"prefix cache: a {args.cache_prompt_tokens}-token system prompt, cold then cached")
         system = padded_text(engine.tokenizer, args.cache_prompt_tokens, "System. ")
         marked = Turn("system", system, cache_marks=(CacheMark(len(system), "5m"),))
         first = await engine.start(ask("What is the first step?", 4, marked))
@@ -165,6 +174,7 @@ async def bench_engine(
             "cold_usage": vars_of(first.usage),
             "hit_usage": vars_of(again.usage),
         }
+        step("server overhead: the same requests over HTTP and on the engine alone")
         out["overhead"] = await bench_overhead(args, engine, ask(prompt))
     await engine.aclose()
     return out
@@ -326,6 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"measuring {key}...", flush=True)
         results[key] = step()
         results[key]["measured_in_s"] = round(time.perf_counter() - began, 1)
+        print(f"measured {key} in {results[key]['measured_in_s']} s", flush=True)
     from bench_report import chart, print_table, targets
 
     results["targets"] = targets(results)

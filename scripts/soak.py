@@ -112,6 +112,26 @@ async def stream_once(
     return 200, "".join(text), errors
 
 
+# How often a long run says where it is (on stderr; the report stays alone on stdout).
+PROGRESS_EVERY_S = 10.0
+
+
+def say(line: str) -> None:
+    print(f"soak: {line}", file=sys.stderr, flush=True)
+
+
+async def progress(phase: str, count: int, report: SoakReport) -> None:
+    began = time.perf_counter()
+    while True:
+        await asyncio.sleep(PROGRESS_EVERY_S)
+        done = report.completed + report.abandoned + len(report.server_errors)
+        say(
+            f"{phase}: {done}/{count} done in {time.perf_counter() - began:.0f} s "
+            f"({report.completed} completed, {report.abandoned} hung up, "
+            f"{len(report.server_errors)} errors), RSS {rss_mb():.0f} MB"
+        )
+
+
 async def soak(
     model: str, *, clients: int, requests: int, max_tokens: int, hang_up_share: float = 0.25, seed: int = 0
 ) -> SoakReport:
@@ -145,12 +165,14 @@ async def soak(
         async with httpx.AsyncClient(
             base_url=f"http://127.0.0.1:{port}", headers=VERSION, timeout=600, limits=limits
         ) as http:
+            say(f"solo answers of {len(PROMPTS)} prompts")
             solo = {p: (await stream_once(http, p, max_tokens, hang_up=False))[1] for p in PROMPTS}
             plan = random.Random(seed)
             # A hung-up generation would run this long if it were not freed.
             endless = engine.models()[0].context_window // 2
 
-            async def load(count: int, into: SoakReport) -> None:
+            async def load(count: int, into: SoakReport, phase: str) -> None:
+                say(f"{phase}: {count} requests from {clients} clients")
                 queue: asyncio.Queue[tuple[str, bool]] = asyncio.Queue()
                 for _ in range(count):
                     queue.put_nowait((plan.choice(PROMPTS), plan.random() < hang_up_share))
@@ -170,15 +192,19 @@ async def soak(
                             if text != solo[prompt]:
                                 into.mismatches.append(f"{prompt!r}: {text[:80]!r} != {solo[prompt][:80]!r}")
 
-                await asyncio.gather(*(client() for _ in range(clients)))
+                ticker = asyncio.create_task(progress(phase, count, into))
+                try:
+                    await asyncio.gather(*(client() for _ in range(clients)))
+                finally:
+                    ticker.cancel()
 
             # Warm-up: one round at full concurrency, so buffers and pools reach their size.
-            await load(clients, report)
+            await load(clients, report, "warm-up")
             report.completed = report.abandoned = 0
             await asyncio.sleep(0.2)
             report.rss_after_warmup_mb = rss_mb()
             began = time.perf_counter()
-            await load(requests, report)
+            await load(requests, report, "load")
             report.seconds = round(time.perf_counter() - began, 2)
             left = time.perf_counter()
             while time.perf_counter() - left < 5:

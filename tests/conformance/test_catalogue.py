@@ -119,12 +119,3 @@ def test_every_must_rests_on_the_docs_or_the_schema():
             assert item.source.startswith(SOURCE_KINDS), item.id
             assert len(item.source) > 40, item.id  # a place and the words found there
         assert item.id not in RETIRED
-
-
-def test_readme_shows_the_levels_and_every_must_s_source():
-    from pathlib import Path
-
-    from conformance.levels import levels_markdown
-
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    assert levels_markdown() in readme, "run `python -m conformance.levels` and paste it in README.md"
