@@ -1,9 +1,11 @@
 """MkDocs hooks (mkdocs.yml `hooks:`): the pages generated from the catalogue itself, at build
 time, so that they cannot drift from what `plumbline` runs. A page holds a marker
-`<!-- generated: NAME -->` where NAME's Markdown goes."""
+`<!-- generated: NAME -->` where NAME's Markdown goes, and `<!-- count: AREA -->` (or `all`)
+where a count of properties goes."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -58,9 +60,18 @@ GENERATED: dict[str, Callable[[], str]] = {
 }
 
 
+COUNT = re.compile(r"<!-- count: ([A-Za-z]+) -->")
+
+
+def count(area: str) -> int:
+    """Properties judged today, of one area or (`all`) of all: for the counts a page states."""
+    load_all()
+    return sum(not p.retired and (area == "all" or p.id.split("-")[0] == area) for p in REGISTRY.values())
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     for name, render in GENERATED.items():
         marker = f"<!-- generated: {name} -->"
         if marker in markdown:
             markdown = markdown.replace(marker, render())
-    return markdown
+    return COUNT.sub(lambda match: str(count(match[1])), markdown)

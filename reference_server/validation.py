@@ -12,6 +12,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -59,6 +60,7 @@ __all__ = [
 ]
 
 ParamsT = TypeVar("ParamsT", bound=BaseModel)
+_Block = TypeVar("_Block", bound=BaseModel)
 
 # Blocks in one message, and consecutive same-role messages, are joined with a blank line.
 BLOCK_SEPARATOR = "\n\n"
@@ -330,7 +332,9 @@ def _message_turns(
             # The calls render after the text: the breakpoint caches up to the text's end.
             texts.append(("", block.cache_control))
         elif isinstance(block, ToolResultBlockParam):
-            turn = tool_result_turn(block, block_path, names[block.tool_use_id], tools)
+            turn = tool_result_turn(
+                block, block_path, names[block.tool_use_id], tools, partial(_nested_in_result, media=media)
+            )
             results.append(replace(turn, cache_marks=_marks(block.cache_control, len(turn.text))))
         elif isinstance(block, ServerContentBlockParam) and block.type in CALL_TYPES:
             call = server_call(block, block_path, message.role)
@@ -373,6 +377,26 @@ def _document_text(block: DocumentBlockParam, path: str, media: _Media) -> str:
     if document.kind == "pdf":
         media.pdf_pages += len(document.pages)
     return document.text
+
+
+def _nested_in_result(item: dict[str, Any], path: str, *, media: _Media) -> str | None:
+    """A search result or a document inside a tool_result, read (and numbered for citations)
+    as the same block in user content; None for any other block."""
+    kind = item.get("type")
+    if kind == "search_result":
+        return _search_result_text(_nested(SearchResultBlockParam, item, path), path, media)
+    if kind == "document":
+        return _document_text(_nested(DocumentBlockParam, item, path), path, media)
+    return None
+
+
+def _nested(model: type[_Block], item: dict[str, Any], path: str) -> _Block:
+    try:
+        return model.model_validate(item)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(filter(None, (path, error_path(first["loc"]))))
+        raise InvalidRequestError(f"{where}: {first['msg']}") from None
 
 
 def _search_result_text(block: SearchResultBlockParam, path: str, media: _Media) -> str:

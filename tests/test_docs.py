@@ -59,8 +59,10 @@ def test_the_catalogue_page_lists_every_property(site: Path):
 def test_the_generated_pages_replace_their_markers(site: Path):
     from conformance.levels import levels_markdown
 
-    for page in ("catalogue", "levels", "coverage"):
-        assert "generated:" not in (site / page / "index.html").read_text(), page
+    for page in ("catalogue", "levels", "coverage", "properties"):
+        html = (site / page / "index.html").read_text()
+        assert "<!-- generated:" not in html, page
+        assert "<!-- count:" not in html, page
     musts = levels_markdown().split(";")[0]  # "193 properties: 155 MUST, 38 SHOULD, 0 MAY"
     assert musts in (site / "levels" / "index.html").read_text()
     assert "all keys" in (site / "coverage" / "index.html").read_text()

@@ -39,7 +39,7 @@ from conformance.content import (
     squeeze,
     text_block,
 )
-from conformance.drivers import create_json, expect_stream, stream_raw, total_input_tokens
+from conformance.drivers import create_json, expect_stream, message_body, stream_raw, total_input_tokens
 from conformance.features import Features
 from conformance.target import Target
 
@@ -458,6 +458,49 @@ TIMETABLE = {
 }
 
 
+def judge_search_citations(citations: list[Any], results: list[dict[str, Any]]) -> None:
+    """Each citation is a search_result_location naming, by its search_result_index, one of
+    `results` (the request's search results in order), with that result's source and title and
+    a block range of it whose text cited_text is."""
+    cases = Cases()
+    for n, citation in enumerate(citations):
+        where = f"the Message: citation {n}"
+        with cases.case(f"citation {n}"):
+            kind = read(citation, "type", str, where=where)
+            expect_equal(kind, "search_result_location", f"{where}: its type", reason="citation-type")
+            index = read(citation, "search_result_index", int, where=where)
+            expect(
+                0 <= index < len(results),
+                f"{where}: search_result_index one of the request's {len(results)} search results (0-based)",
+                index,
+                reason="index",
+            )
+            result = results[index]
+            for key in ("source", "title"):
+                expect_equal(
+                    read(citation, key, str, where=where),
+                    result[key],
+                    f"{where}: search result {index}'s {key}",
+                )
+            blocks = [block["text"] for block in result["content"]]
+            start = read(citation, "start_block_index", int, where=where)
+            end = read(citation, "end_block_index", int, where=where)
+            expect(
+                0 <= start < end <= len(blocks),
+                f"{where}: 0 <= start < end <= {len(blocks)} blocks",
+                (start, end),
+            )
+            quoted = squeeze("".join(blocks[start:end]))
+            cited_text = read(citation, "cited_text", str, where=where)
+            expect(
+                squeeze(cited_text) == quoted,
+                f"{where}: cited_text (whitespace aside) the blocks it points at: {quoted!r}",
+                cited_text,
+                reason="cited-text",
+            )
+    cases.check()
+
+
 @prop(
     "DOC-009",
     Level.MUST,
@@ -482,27 +525,67 @@ def test_doc_009_search_result_citations(target: Target) -> None:
     citations = citations_of(expect_accepted(target, body, "a search_result block with citations enabled"))
     if not citations:
         not_judged("no citation came", judged_by="DOC-008")
-    cases = Cases()
-    for n, citation in enumerate(citations):
-        where = f"the Message: citation {n}"
-        with cases.case(f"citation {n}"):
-            kind = read(citation, "type", str, where=where)
-            expect_equal(kind, "search_result_location", f"{where}: its type", reason="citation-type")
-            expect_equal(read(citation, "search_result_index", int, where=where), 0, f"{where}: the index")
-            for key in ("source", "title"):
-                expect_equal(
-                    read(citation, key, str, where=where), TIMETABLE[key], f"{where}: the result's {key}"
-                )
-            start = read(citation, "start_block_index", int, where=where)
-            end = read(citation, "end_block_index", int, where=where)
-            count = len(HARBOUR)
-            expect(0 <= start < end <= count, f"{where}: 0 <= start < end <= {count} blocks", (start, end))
-            quoted = squeeze("".join(HARBOUR[start:end]))
-            cited_text = read(citation, "cited_text", str, where=where)
-            expect(
-                squeeze(cited_text) == quoted,
-                f"{where}: cited_text (whitespace aside) the blocks it points at: {quoted!r}",
-                cited_text,
-                reason="cited-text",
-            )
-    cases.check()
+    judge_search_citations(citations, [TIMETABLE])
+
+
+MOORINGS = {
+    "type": "search_result",
+    "source": "https://harbour.example/moorings",
+    "title": "Moorings",
+    "content": [text_block("The harbour has twelve moorings.")],
+    "citations": CITED,
+}
+SEARCH_TOOL = {
+    "name": "search_harbour",
+    "description": "Searches the harbour's pages.",
+    "input_schema": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+}
+
+
+@prop(
+    "DOC-010",
+    Level.MUST,
+    "Citations of search results a tool returned are numbered across messages and tool results",
+    url="build-with-claude/search-results",
+    requirement="Search results returned by a tool (search_result blocks inside a tool_result), with "
+    "citations enabled, are accepted and citable; each citation is a search_result_location whose "
+    "search_result_index counts every search_result block of the request in the order they appear "
+    "across messages and tool results, naming the result it quotes (source, title, block range, "
+    "cited_text) as DOC-009 judges it. Sent with tool_choice none, so the answer is text.",
+    source="schema: OpenAPI RequestToolResultBlock content (text, image, search_result, document, "
+    'tool_reference); ResponseSearchResultLocationCitation.search_result_index — "0-based index of '
+    "the cited search result among all `search_result` content blocks in the request, in the order "
+    'they appear across messages and tool results"',
+    requires=("tools", "documents", "citations"),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "block:search_result",
+        "block:tool_result",
+        "block:tool_use",
+        "block:text",
+    ),
+)
+def test_doc_010_search_results_from_a_tool(target: Target) -> None:
+    """A question, a call of a search tool, then a user turn with the tool's result (a search
+    result: index 0) and another search result after it (index 1); the answer, quoting, is
+    judged citation by citation."""
+    call = {"type": "tool_use", "id": "toolu_01", "name": SEARCH_TOOL["name"], "input": {"query": "ferries"}}
+    returned = {"type": "tool_result", "tool_use_id": "toolu_01", "content": [TIMETABLE]}
+    question = "When do the ferries leave? Quote the search results."
+    body = message_body(
+        target,
+        max_tokens=CITING_MAX_TOKENS,
+        tools=[SEARCH_TOOL],
+        tool_choice={"type": "none"},
+        messages=[
+            {"role": "user", "content": question},
+            {"role": "assistant", "content": [call]},
+            {"role": "user", "content": [returned, MOORINGS]},
+        ],
+    )
+    citations = citations_of(
+        expect_accepted(target, body, "search results in a tool_result, citations enabled")
+    )
+    if not citations:
+        not_judged("no citation came", judged_by="DOC-008")
+    judge_search_citations(citations, [TIMETABLE, MOORINGS])

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from reference_server.engine.base import ToolCall, Turn
 from reference_server.engine.toolformat import tool_function
@@ -27,6 +28,10 @@ def reference_text(name: str, tools: Mapping[str, ToolDefinition]) -> str:
 __all__ = ["check_tool_pairing", "tool_call", "tool_result_turn"]
 
 _TOOL_USE_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+# A reader of the content blocks a tool result may hold besides text and tool references
+# (search results, documents): (block, its path) -> the text the model reads, or None when it
+# reads no such block. The caller's, so that this module knows nothing of documents.
+NestedReader = Callable[[dict[str, Any], str], str | None]
 NEEDS_TOOLS = "Requests which include `tool_use` or `tool_result` blocks must define tools."
 
 
@@ -102,11 +107,16 @@ def tool_call(block: ToolUseBlockParam) -> ToolCall:
 
 
 def tool_result_turn(
-    block: ToolResultBlockParam, path: str, name: str, tools: Mapping[str, ToolDefinition] | None = None
+    block: ToolResultBlockParam,
+    path: str,
+    name: str,
+    tools: Mapping[str, ToolDefinition] | None = None,
+    nested: NestedReader | None = None,
 ) -> Turn:
-    """A tool_result as a `tool` turn: its string content, or its text blocks joined; a
+    """A tool_result as a `tool` turn: its string content, or its blocks' text joined; a
     `tool_reference` (a client-side tool search's answer) shows the tool's definition, which
-    makes it callable (server_tools/history.py `loaded_tools`)."""
+    makes it callable (server_tools/history.py `loaded_tools`); other blocks are read by
+    `nested` (search results and documents, citable like the same blocks in user content)."""
     content = block.content
     if content is None or isinstance(content, str):
         text = content or ""
@@ -116,6 +126,10 @@ def tool_result_turn(
             kind = item.get("type")
             if kind == "tool_reference" and isinstance(item.get("tool_name"), str):
                 texts.append(reference_text(item["tool_name"], tools or {}))
+                continue
+            read = nested(item, f"{path}.content.{position}") if nested and kind != "text" else None
+            if read is not None:
+                texts.append(read)
                 continue
             if kind != "text" or not isinstance(item.get("text"), str):
                 raise InvalidRequestError(

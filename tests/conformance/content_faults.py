@@ -121,6 +121,13 @@ def _shift(keys: tuple[str, str], by: int) -> Callable[[JSONDict], None]:
     return change
 
 
+def _tool_results_counted_last(citation: JSONDict) -> None:
+    """DOC-010's request has the tool's search result (0) before a top-level one (1): a server
+    that numbers top-level results first swaps them."""
+    if citation.get("search_result_index") in (0, 1):
+        citation["search_result_index"] = 1 - citation["search_result_index"]
+
+
 def _drop_citations(_: Request, data: JSONDict) -> None:
     for block in data.get("content", []):
         if isinstance(block, dict) and block.get("type") == "text":
@@ -225,6 +232,10 @@ def content_fault_catalogue() -> dict[str, Fault]:
         "DOC-009": Fault(
             "search_result_index 1-based",
             response=_each_citation(_shift(("search_result_index",), 1)),
+        ),
+        "DOC-010": Fault(
+            "search results in tool results numbered after the top-level ones",
+            response=_each_citation(_tool_results_counted_last),
         ),
         "IMG-001": Fault(
             "GIF and WebP images refused", request=_refuse_when(_is_gif_or_webp, "unsupported image")

@@ -153,34 +153,46 @@ def _as_text(text: str) -> JSONDict:
     return {"type": "text", "text": text}
 
 
+def _blocks_in_order(content: list[Any]) -> list[tuple[list[Any], int, JSONDict, str]]:
+    """A message's blocks, each with the list that holds it, in the order they appear: a
+    tool_result's blocks (search results, documents) where the tool_result is."""
+    found: list[tuple[list[Any], int, JSONDict, str]] = []
+    for j, block in enumerate(content):
+        if not isinstance(block, dict):
+            continue
+        found.append((content, j, block, str(j)))
+        inner = block.get("content") if block.get("type") == "tool_result" else None
+        if isinstance(inner, list):
+            found += [(inner, k, b, f"{j}.content.{k}") for k, b in enumerate(inner) if isinstance(b, dict)]
+    return found
+
+
 def read_content(body: JSONDict) -> tuple[JSONDict, list[Document]]:
     """The body with its documents and images as text, and its documents in order."""
     messages = copy.deepcopy(body.get("messages") or [])
     blocks = [
-        (i, j, b)
+        (container, j, b, f"messages.{i}.content.{where}")
         for i, m in enumerate(messages)
         if isinstance(m, dict) and isinstance(m.get("content"), list)
-        for j, b in enumerate(m["content"])
-        if isinstance(b, dict)
+        for container, j, b, where in _blocks_in_order(m["content"])
     ]
-    images = sum(b.get("type") == "image" for _, _, b in blocks)
+    images = sum(b.get("type") == "image" for _, _, b, _ in blocks)
     if images > 100:
         raise Refused(f"messages: A maximum of 100 images may be provided per request, found {images}")
     documents: list[Document] = []
-    for i, j, block in blocks:
-        path = f"messages.{i}.content.{j}"
+    for container, j, block, path in blocks:
         if block.get("type") == "document":
             documents.append(_document(block, path))
             document = documents[-1]
-            messages[i]["content"][j] = _as_text(f"Document: {document.title}\n" + "\n".join(document.parts))
+            container[j] = _as_text(f"Document: {document.title}\n" + "\n".join(document.parts))
         elif block.get("type") == "search_result":
             parts = [str(b.get("text")) for b in block.get("content") or [] if isinstance(b, dict)]
             cite = (block.get("citations") or {}).get("enabled") is True
             documents.append(Document("search_result", block.get("title"), parts, cite, block.get("source")))
-            messages[i]["content"][j] = _as_text(f"Search result: {block.get('title')}\n" + "\n".join(parts))
+            container[j] = _as_text(f"Search result: {block.get('title')}\n" + "\n".join(parts))
         elif block.get("type") == "image":
             width, height = _image(block, path, images)
-            messages[i]["content"][j] = _as_text("image " + "x" * 4 * math.ceil(width * height / 750))
+            container[j] = _as_text("image " + "x" * 4 * math.ceil(width * height / 750))
     pages = sum(len(d.parts) for d in documents if d.kind == "pdf")
     if pages > 100:
         raise Refused(f"A maximum of 100 PDF pages may be provided. Found {pages} in this request.")

@@ -184,6 +184,60 @@ def test_search_results_are_cited_by_block_with_their_source(client, engine):
     assert engine.requests[-1].turns[-1].text.startswith("Search result: Timetable\n")
 
 
+def test_a_search_result_returned_by_a_tool_is_read_and_cited(client, engine):
+    """The documented RAG loop: a tool's answer is search results, which the reply cites."""
+    engine._reply = "<cite r0>Ferries leave at noon.</cite>"
+    result = {
+        "type": "search_result",
+        "source": "https://harbour.test/times",
+        "title": "Timetable",
+        "content": [
+            {"type": "text", "text": "Moorings: 12."},
+            {"type": "text", "text": "Ferries leave at noon."},
+        ],
+        "citations": CITED,
+    }
+    call = {"type": "tool_use", "id": "toolu_01", "name": "search", "input": {"query": "ferries"}}
+    answer = {"type": "tool_result", "tool_use_id": "toolu_01", "content": [result]}
+    request = {
+        **body(),
+        "tools": [
+            {
+                "name": "search",
+                "input_schema": {"type": "object", "properties": {"query": {"type": "string"}}},
+            }
+        ],
+        "tool_choice": {"type": "none"},
+        "messages": [
+            {"role": "user", "content": "When do ferries leave?"},
+            {"role": "assistant", "content": [call]},
+            {"role": "user", "content": [answer]},
+        ],
+    }
+    message = client.post("/v1/messages", json=request).json()
+    (citation,) = message["content"][0]["citations"]
+    assert citation == {
+        "type": "search_result_location",
+        "cited_text": "Ferries leave at noon.",
+        "search_result_index": 0,
+        "source": "https://harbour.test/times",
+        "title": "Timetable",
+        "start_block_index": 1,
+        "end_block_index": 2,
+    }
+    tool_turn = next(turn for turn in engine.requests[-1].turns if turn.role == "tool")
+    assert tool_turn.text.startswith("Search result 0: Timetable\nSource: https://harbour.test/times\n")
+    counting = {k: v for k, v in request.items() if k != "max_tokens"}
+    counted = client.post("/v1/messages/count_tokens", json=counting).json()["input_tokens"]
+    request["messages"][2]["content"][0]["content"] = [{**result, "content": result["content"][1:]}]
+    shorter = client.post("/v1/messages/count_tokens", json=counting).json()["input_tokens"]
+    assert counted > shorter  # the result's blocks are counted too
+    broken = {**result, "content": "not blocks"}
+    request["messages"][2]["content"][0]["content"] = [broken]
+    refused = assert_error(client.post("/v1/messages", json=request), 400, "invalid_request_error")
+    assert refused["error"]["message"].startswith("messages.2.content.0.content.0.content: ")
+
+
 def test_citations_with_structured_outputs_are_refused(client):
     schema = {"type": "object", "properties": {"a": {"type": "string"}}}
     response = client.post(

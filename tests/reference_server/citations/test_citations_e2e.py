@@ -165,3 +165,40 @@ def test_a_search_result_is_cited_by_its_blocks(tiny: anthropic.Anthropic) -> No
             "Timetable",
         )
         assert "".join(HARBOUR[citation.start_block_index : citation.end_block_index]) == citation.cited_text
+
+
+def test_a_search_result_a_tool_returned_is_cited(tiny: anthropic.Anthropic) -> None:
+    """The RAG loop through the SDK: a search tool's result holds search results, which the
+    answer cites by their index across the request (the tool's result first here)."""
+    result = {
+        "type": "search_result",
+        "source": "https://harbour.example/timetable",
+        "title": "Timetable",
+        "content": [{"type": "text", "text": t} for t in HARBOUR],
+        "citations": CITED,
+    }
+    tool = {"name": "search", "input_schema": {"type": "object", "properties": {"query": {"type": "string"}}}}
+    call = {"type": "tool_use", "id": "toolu_01", "name": "search", "input": {"query": "ferries"}}
+    message = tiny.messages.create(
+        model="tiny-random",
+        max_tokens=60,
+        tools=[tool],
+        tool_choice={"type": "none"},
+        messages=[
+            {"role": "user", "content": "When do ferries leave?"},
+            {"role": "assistant", "content": [call]},
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": [result]}],
+            },
+        ],
+    )
+    found = citations(message)
+    assert found
+    for citation in found:
+        assert (citation.type, citation.search_result_index, citation.title) == (
+            "search_result_location",
+            0,
+            "Timetable",
+        )
+        assert "".join(HARBOUR[citation.start_block_index : citation.end_block_index]) == citation.cited_text
