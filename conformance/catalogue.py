@@ -116,6 +116,7 @@ class Property:
     source: str | None = None  # a MUST's basis: "docs: <url> — <sentence>" or "schema: <path> — <fact>"
     requires: tuple[str, ...] = ()  # optional target features; absent → UNSUPPORTED
     alone: bool = False  # judged only while the target serves nothing else (conformance/scheduling.py)
+    passive: bool = False  # judged at the run's end from what every property met (conformance/passive.py)
     covers: tuple[str, ...] = ()  # coverage keys (see the module docstring)
     unobserved: tuple[tuple[str, str], ...] = ()  # (key of covers, why the reference never shows it)
     retired: bool = False
@@ -156,13 +157,16 @@ def prop(
     source: str | None = None,
     requires: tuple[str, ...] = (),
     alone: bool = False,
+    passive: bool = False,
     covers: tuple[str, ...] = (),
     unobserved: dict[str, str] | None = None,
 ) -> Callable[[F], F]:
     """Declare the decorated test function as property `property_id`. A MUST names its `source`:
     the docs sentence or the official schema's fact it rests on (a rule the docs are silent on
     is a SHOULD, its reasoning in `requirement`). `alone`: its judgement depends on the target
-    being otherwise idle (timing, a load it puts on the target), so it never runs beside another."""
+    being otherwise idle (timing, a load it puts on the target), so it never runs beside another.
+    `passive`: it judges what the whole run meets (conformance/passive.py), so its verdict is
+    given last, once every other property's exchanges are in."""
     match = _ID.match(property_id)
     if match is None or match["area"] not in AREAS:
         raise ValueError(f"bad property id {property_id!r}: want AREA-NNN with AREA in {AREAS}")
@@ -190,6 +194,7 @@ def prop(
             source=source,
             requires=requires,
             alone=alone,
+            passive=passive,
             covers=covers,
             unobserved=tuple(sorted((unobserved or {}).items())),
             test_name=function.__name__,

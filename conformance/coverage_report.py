@@ -90,7 +90,7 @@ GAP_REASONS: tuple[tuple[str, str], ...] = (
     ),
     ("response:stop_details", "no honest refusal trigger on the reference server (issue 21)"),
     ("stop_reason:refusal", "no honest refusal trigger on the reference server (issue 21)"),
-    ("error:", "errors a client cannot provoke on a target (billing, permissions, outages, timeouts)"),
+    ("error:", "errors a client cannot provoke and no run meets on its own (billing, permissions)"),
     ("request:diagnostics", "the cache diagnosis beta (cache-diagnosis-2026-04-07) is not served"),
     ("response:diagnostics", "the cache diagnosis beta (cache-diagnosis-2026-04-07) is not served"),
     ("request:speed", "the fast mode beta is not served: one speed"),

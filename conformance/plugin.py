@@ -44,6 +44,7 @@ from conformance.determinism import Determinism, probe_determinism
 from conformance.features import Features
 from conformance.hypothesis_profiles import register_profiles
 from conformance.judging import judge
+from conformance.passive import MetError, errors_met, judge_met
 from conformance.profile import Profile, load_profile
 from conformance.progress import RunProgress
 from conformance.reporting import write_exchanges, write_reports
@@ -87,6 +88,8 @@ class RunState:
     progress: RunProgress | None = None
     context_dir: Path | None = None  # the controller's: where the workers read the context
     other_failures: int = 0  # failed tests that are not properties (a project's own, beside them)
+    met: list[MetError] = field(default_factory=list)  # the error statuses every property met
+    held: dict[str, Result] = field(default_factory=dict)  # passive results, judged at the end
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -175,9 +178,9 @@ def _prepare(state: RunState, props: list[Property]) -> None:
     state.features = Features(state.target)
     state.features.detect(feature for prop in props for feature in prop.requires)
     print_context(state.console, state.determinism, state.features.detected)
-    state.progress = RunProgress(
-        state.console, [prop.id for prop in props], lambda result: print_verdict(state.console, result)
-    )
+    # A passive property's verdict is shown last: it is given once every other one is in.
+    order = [p.id for p in props if not p.passive] + [p.id for p in props if p.passive]
+    state.progress = RunProgress(state.console, order, lambda result: print_verdict(state.console, result))
 
 
 def _write_context(state: RunState) -> None:
@@ -263,8 +266,10 @@ def pytest_collection_modifyitems(
             props[item] = prop
         elif _within(str(item.path), PROPERTIES_DIR):
             raise pytest.UsageError(f"{item.nodeid} is not a declared property (@prop)")
-    # A project's own tests first, as collected; then the properties in catalogue order.
-    items[:] = [item for item in items if item not in props] + sorted(props, key=lambda i: props[i].id)
+    # A project's own tests first, as collected; then the properties in catalogue order, the
+    # passive ones last (they judge what the others met).
+    ordered = sorted(props, key=lambda i: (props[i].passive, props[i].id))
+    items[:] = [item for item in items if item not in props] + ordered
     if not state.worker:  # a worker's controller prepares (conformance/scheduling.py)
         _prepare(state, sorted(props.values(), key=lambda p: p.id))
 
@@ -293,6 +298,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if os.environ.get(KEEP_EXCHANGES_ENV) and state.target is not None:
             write_exchanges(state.report_dir, prop.id, state.target.recorder.exchanges)
         report.plumbline = result.as_wire()  # type: ignore[attr-defined]
+        if state.target is not None:  # what it met, for the passive properties (passive.py)
+            met = errors_met(prop.id, state.target.recorder.exchanges)
+            report.plumbline_met = [error.as_wire() for error in met]  # type: ignore[attr-defined]
         if result.verdict in (Verdict.UNSUPPORTED, Verdict.WARN, Verdict.SKIP):
             report.outcome = "skipped"  # pytest's own tally is not the gate
             report.longrepr = ("", 0, result.verdict.value)
@@ -308,11 +316,29 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         state.other_failures += report.failed  # not a property: pytest's own verdict counts
         return
     result = Result.from_wire(data, REGISTRY[data["id"]])
+    state.met += [MetError.from_wire(error) for error in getattr(report, "plumbline_met", [])]
+    if result.property.passive:
+        state.held[result.property.id] = result
+    else:
+        _record(state, result)
+    planned = state.progress.order if state.progress is not None else []
+    if state.held and all(pid in state.results for pid in planned if pid not in state.held):
+        _release_passive(state)
+
+
+def _record(state: RunState, result: Result) -> None:
     state.results[result.property.id] = result
     if state.progress is None:  # a result before any plan (not expected): shown at once
         print_verdict(state.console, result)
     else:
         state.progress.record(result)
+
+
+def _release_passive(state: RunState) -> None:
+    """Every other result is in (or the run is over): the passive properties' verdicts."""
+    for result in state.held.values():
+        _record(state, judge_met(result, state.met))
+    state.held.clear()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -329,6 +355,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = _state(session.config)
     if state is None or state.worker:
         return
+    _release_passive(state)  # a run cut short: judged on what it met
     if state.progress is not None:
         state.progress.close()
     if state.context_dir is not None:

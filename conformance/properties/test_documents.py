@@ -565,7 +565,7 @@ SEARCH_TOOL = {
         "block:text",
     ),
 )
-def test_doc_010_search_results_from_a_tool(target: Target) -> None:
+def test_doc_010_returned_search_results(target: Target) -> None:
     """A question, a call of a search tool, then a user turn with the tool's result (a search
     result: index 0) and another search result after it (index 1); the answer, quoting, is
     judged citation by citation."""

@@ -17,6 +17,7 @@ from conformance.catalogue import Level, prop
 from conformance.checks import (
     ERROR_STATUS,
     Cases,
+    ConformanceFailure,
     expect,
     expect_envelope,
     expect_equal,
@@ -28,6 +29,7 @@ from conformance.checks import (
     read_optional,
 )
 from conformance.drivers import expect_message, message_body
+from conformance.passive import DOCUMENTED_TYPES, errors_met
 from conformance.target import Target
 
 ERRORS = "api/errors"
@@ -886,3 +888,50 @@ def test_err_030_system_role_in_messages(target: Target) -> None:
         expect_message(response)
         return
     expect_error(response, 400, "invalid_request_error")
+
+
+@prop(
+    "ERR-031",
+    Level.MUST,
+    "Every 429, 500, 504 and 529 a target sends in a run is the documented error",
+    url=f"{ERRORS}#http-errors",
+    requirement="A target answers 429 (rate limited), 500 (an internal error), 504 (a timeout) and "
+    "529 (overloaded) when it must, not when asked: whichever of them any property of the run meets "
+    "is the error envelope with the error type the errors page gives its status (rate_limit_error, "
+    "api_error, timeout_error, overloaded_error). Judged at the run's end from every property's "
+    "exchanges (conformance/passive.py), and from one ordinary request of its own; SKIP when the "
+    "run met none.",
+    source='docs: api/errors#http-errors — "429 - rate_limit_error: Your account has hit a rate '
+    'limit."; "500 - api_error: An unexpected error has occurred internal to Anthropic\'s systems."; '
+    '"504 - timeout_error"; "529 - overloaded_error: The API is temporarily overloaded."; the body '
+    '{"type": "error", "error": {"type", "message"}}',
+    passive=True,
+    covers=(
+        "endpoint:POST /v1/messages",
+        "error:rate_limit_error",
+        "error:api_error",
+        "error:timeout_error",
+        "error:overloaded_error",
+    ),
+    unobserved={
+        "error:rate_limit_error": "the judged reference server has no rate limit (RATE-* run with one)",
+        "error:api_error": "the reference server meets no internal error in a run",
+        "error:timeout_error": "the reference server meets no timeout in a run",
+        "error:overloaded_error": "the reference server is not overloaded by a run",
+    },
+)
+def test_err_031_errors_a_run_meets(target: Target) -> None:
+    """Sends one ordinary request and judges any of those statuses it gets; the plugin then
+    judges everything the run met and gives this property's verdict last (judge_met)."""
+    target.request("POST", "/v1/messages", json_body=message_body(target, max_tokens=1))
+    met = errors_met("ERR-031", target.recorder.exchanges)
+    broken = [error for error in met if error.problem is not None]
+    if broken:
+        status = broken[0].status
+        raise ConformanceFailure(
+            f"HTTP {status}: the error envelope with error.type {DOCUMENTED_TYPES[status]!r}",
+            str(broken[0].problem),
+            reason="undocumented-error",
+        )
+    if not met:
+        not_judged("the run met no 429, 500, 504 or 529 (judged wherever one is met)")

@@ -663,6 +663,10 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
             "a system turn crashes the server (vLLM #44000 before its fix)",
             request=lambda r: error(500, "api_error", "messages.1.role") if _has_system_turn(r.json) else r,
         ),
+        "ERR-031": Fault(
+            "an overloaded server answers in OpenAI's shape (a 529 without the envelope)",
+            request=lambda r: openai_error(529),
+        ),
         # ---- headers and auth
         "HDR-001": Fault(
             "no request-id header",

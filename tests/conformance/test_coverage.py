@@ -24,7 +24,9 @@ from conformance.target import Exchange
 REPO = Path(__file__).resolve().parents[2]
 SCHEMAS = REPO / "schemas"
 SOURCE = REPO.parent / "shared" / "spec" / "anthropic-openapi-2026-05.json"
-MAX_UNOBSERVED = 8  # exemptions stay few; each carries its reason in the property
+# Exemptions stay few; each carries its reason in the property. Four are ERR-031's: the error
+# types a run meets only when the target is limited, failing or overloaded.
+MAX_UNOBSERVED = 12
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -51,11 +51,15 @@ def test_each_rate_property_passes_then_fails_on_its_fault(
     limited_url: str, proof_profile: Path, tmp_path: Path
 ):
     assert judged() == {"RATE-001", "RATE-002", "RATE-003"}
-    code, index, output = run_suite(limited_url, tmp_path / "clean", profile=proof_profile, extra=SELECTION)
+    # ERR-031 too: it judges every 429 the run meets (conformance/passive.py).
+    with_met = ["-k", "rate_0 or err_031"]
+    code, index, output = run_suite(limited_url, tmp_path / "clean", profile=proof_profile, extra=with_met)
     got = verdicts(index)
-    assert {pid: got.get(pid) for pid in judged()} == dict.fromkeys(judged(), "PASS"), (
-        json.dumps(index["properties"], indent=1)[:4000] + output[-2000:]
-    )
+    assert {pid: got.get(pid) for pid in {*judged(), "ERR-031"}} == dict.fromkeys(
+        {*judged(), "ERR-031"}, "PASS"
+    ), json.dumps(index["properties"], indent=1)[:4000] + output[-2000:]
+    passive = next(p for p in index["properties"] if p["id"] == "ERR-031")
+    assert passive["message"].startswith("met in the run: HTTP 429 "), passive
     assert code == 0
     assert index["feature_support"]["rate_limits"]["source"] == "probe"
     assert_each_fails_on_its_fault(

@@ -130,18 +130,31 @@ def test_without_citations_the_tags_are_plain_text(client, engine):
     assert engine.requests[-1].constraint is None
 
 
+TIMETABLE = {
+    "type": "search_result",
+    "source": "https://harbour.test/times",
+    "title": "Timetable",
+    "content": [
+        {"type": "text", "text": "Moorings: 12."},
+        {"type": "text", "text": "Ferries leave at noon."},
+    ],
+    "citations": CITED,
+}
+# Its second block, quoted: the citation the server gives.
+NOON_CITED = {
+    "type": "search_result_location",
+    "cited_text": "Ferries leave at noon.",
+    "search_result_index": 0,
+    "source": "https://harbour.test/times",
+    "title": "Timetable",
+    "start_block_index": 1,
+    "end_block_index": 2,
+}
+
+
 def test_search_results_are_cited_by_block_with_their_source(client, engine):
     engine._reply = "<cite r0>Ferries leave at noon.</cite>"
-    result = {
-        "type": "search_result",
-        "source": "https://harbour.test/times",
-        "title": "Timetable",
-        "content": [
-            {"type": "text", "text": "Moorings: 12."},
-            {"type": "text", "text": "Ferries leave at noon."},
-        ],
-        "citations": CITED,
-    }
+    result = TIMETABLE
     request = {
         **body(),
         "messages": [{"role": "user", "content": [result, {"type": "text", "text": "When?"}]}],
@@ -151,17 +164,7 @@ def test_search_results_are_cited_by_block_with_their_source(client, engine):
         {
             "type": "text",
             "text": "Ferries leave at noon.",
-            "citations": [
-                {
-                    "type": "search_result_location",
-                    "cited_text": "Ferries leave at noon.",
-                    "search_result_index": 0,
-                    "source": "https://harbour.test/times",
-                    "title": "Timetable",
-                    "start_block_index": 1,
-                    "end_block_index": 2,
-                }
-            ],
+            "citations": [NOON_CITED],
         }
     ]
     prompt = engine.requests[-1].turns[-1].text
@@ -187,16 +190,7 @@ def test_search_results_are_cited_by_block_with_their_source(client, engine):
 def test_a_search_result_returned_by_a_tool_is_read_and_cited(client, engine):
     """The documented RAG loop: a tool's answer is search results, which the reply cites."""
     engine._reply = "<cite r0>Ferries leave at noon.</cite>"
-    result = {
-        "type": "search_result",
-        "source": "https://harbour.test/times",
-        "title": "Timetable",
-        "content": [
-            {"type": "text", "text": "Moorings: 12."},
-            {"type": "text", "text": "Ferries leave at noon."},
-        ],
-        "citations": CITED,
-    }
+    result = TIMETABLE
     call = {"type": "tool_use", "id": "toolu_01", "name": "search", "input": {"query": "ferries"}}
     answer = {"type": "tool_result", "tool_use_id": "toolu_01", "content": [result]}
     request = {
@@ -216,15 +210,7 @@ def test_a_search_result_returned_by_a_tool_is_read_and_cited(client, engine):
     }
     message = client.post("/v1/messages", json=request).json()
     (citation,) = message["content"][0]["citations"]
-    assert citation == {
-        "type": "search_result_location",
-        "cited_text": "Ferries leave at noon.",
-        "search_result_index": 0,
-        "source": "https://harbour.test/times",
-        "title": "Timetable",
-        "start_block_index": 1,
-        "end_block_index": 2,
-    }
+    assert citation == NOON_CITED
     tool_turn = next(turn for turn in engine.requests[-1].turns if turn.role == "tool")
     assert tool_turn.text.startswith("Search result 0: Timetable\nSource: https://harbour.test/times\n")
     counting = {k: v for k, v in request.items() if k != "max_tokens"}

@@ -144,14 +144,17 @@ def test_a_mix_of_cited_and_uncited_documents_is_a_400(tiny: anthropic.Anthropic
     assert tiny.models.retrieve("tiny-random").capabilities.citations.supported is True
 
 
+TIMETABLE = {
+    "type": "search_result",
+    "source": "https://harbour.example/timetable",
+    "title": "Timetable",
+    "content": [{"type": "text", "text": t} for t in HARBOUR],
+    "citations": CITED,
+}
+
+
 def test_a_search_result_is_cited_by_its_blocks(tiny: anthropic.Anthropic) -> None:
-    result = {
-        "type": "search_result",
-        "source": "https://harbour.example/timetable",
-        "title": "Timetable",
-        "content": [{"type": "text", "text": t} for t in HARBOUR],
-        "citations": CITED,
-    }
+    result = TIMETABLE
     message = tiny.messages.create(
         model="tiny-random", max_tokens=60, messages=asking(result, question="When do ferries leave?")
     )
@@ -170,13 +173,7 @@ def test_a_search_result_is_cited_by_its_blocks(tiny: anthropic.Anthropic) -> No
 def test_a_search_result_a_tool_returned_is_cited(tiny: anthropic.Anthropic) -> None:
     """The RAG loop through the SDK: a search tool's result holds search results, which the
     answer cites by their index across the request (the tool's result first here)."""
-    result = {
-        "type": "search_result",
-        "source": "https://harbour.example/timetable",
-        "title": "Timetable",
-        "content": [{"type": "text", "text": t} for t in HARBOUR],
-        "citations": CITED,
-    }
+    result = TIMETABLE
     tool = {"name": "search", "input_schema": {"type": "object", "properties": {"query": {"type": "string"}}}}
     call = {"type": "tool_use", "id": "toolu_01", "name": "search", "input": {"query": "ferries"}}
     message = tiny.messages.create(

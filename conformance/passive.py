@@ -1,0 +1,109 @@
+"""Judged from what a whole run meets: the error statuses the suite cannot provoke.
+
+A target answers 429 (rate limited), 500 (its own fault), 504 (a timeout) and 529 (overloaded)
+when it must, not when asked, so no property can send a request that gets one. But a run sends
+hundreds of requests, and a target that meets trouble during it answers them. Every exchange of
+every property is looked at where it was made (the process that ran the property): each of those
+statuses is judged against the documented error for it (the envelope, and the error type the
+errors page gives that status), and what was found rides on the property's test report. The
+passive property (ERR-031, `@prop(passive=True)`) gets its verdict last, in the process that
+gives the verdicts, from everything met: FAIL when one was not the documented error, PASS when
+some were met and all were, else its own result (SKIP: none met).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from conformance.target import Exchange
+from conformance.verdicts import Result, Verdict
+
+__all__ = ["DOCUMENTED_TYPES", "MetError", "errors_met", "judge_met", "problem_of"]
+
+# docs: api/errors#http-errors — the status, and the error type its body carries.
+DOCUMENTED_TYPES = {429: "rate_limit_error", 500: "api_error", 504: "timeout_error", 529: "overloaded_error"}
+
+
+@dataclass(frozen=True)
+class MetError:
+    """One of those statuses, as a property met it: `problem` is None when it was documented."""
+
+    property_id: str | None
+    status: int
+    problem: str | None
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def as_wire(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> MetError:
+        return cls(**data)
+
+
+def problem_of(status: int, body: bytes) -> str | None:
+    """What is wrong with an error answer of `status`, or None: the envelope
+    {"type": "error", "error": {"type": <the status's>, "message": <string>}}."""
+    expected = DOCUMENTED_TYPES[status]
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return f"the body is not JSON: {body[:120]!r}"
+    error = data.get("error") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or data.get("type") != "error" or not isinstance(error, dict):
+        shown = json.dumps(data)[:200]
+        return f'the body is not the error envelope {{"type": "error", "error": {{...}}}}: {shown}'
+    if error.get("type") != expected:
+        return f"error.type is {error.get('type')!r}, where HTTP {status} is {expected!r}"
+    if not isinstance(error.get("message"), str):
+        return f"error.message is not a string: {error.get('message')!r}"
+    return None
+
+
+def errors_met(property_id: str | None, exchanges: Iterable[Exchange]) -> list[MetError]:
+    """Each answer among `exchanges` with one of the statuses, judged."""
+    return [
+        MetError(
+            property_id,
+            exchange.status,
+            problem := problem_of(exchange.status, bytes(exchange.response_body)),
+            exchange.as_evidence() if problem else {},
+        )
+        for exchange in exchanges
+        if exchange.status in DOCUMENTED_TYPES
+    ]
+
+
+def judge_met(own: Result, met: Sequence[MetError]) -> Result:
+    """The passive property's verdict from everything the run met (its own result otherwise)."""
+    broken = [error for error in met if error.problem is not None]
+    if broken:
+        first = broken[0]
+        where = f"{first.property_id or 'a request'} met HTTP {first.status}"
+        documented = DOCUMENTED_TYPES[first.status]
+        return replace(
+            own,
+            verdict=Verdict.FAIL,
+            reason="undocumented-error",
+            expected=f"HTTP {first.status}: the error envelope with error.type {documented!r}",
+            actual=f"{where}: {first.problem}",
+            message=f"{len(broken)} of {len(met)} such answers met in the run were not the documented error",
+            evidence=[error.evidence for error in broken[:4]],
+            subject=f"HTTP {first.status}",
+        )
+    if met:
+        statuses = sorted({e.status for e in met})
+        counts = ", ".join(f"HTTP {s} {sum(e.status == s for e in met)} times" for s in statuses)
+        return replace(
+            own,
+            verdict=Verdict.PASS,
+            message=f"met in the run: {counts}, each the documented error",
+            reason=None,
+            expected=None,
+            actual=None,
+            evidence=[],
+        )
+    return own

@@ -1,0 +1,71 @@
+"""ERR-031, judged from what the whole run meets (conformance/passive.py): an error status the
+suite cannot provoke is judged wherever a property meets one. On tiny-random through a fault
+that answers another property's request with a 529: FAIL when the 529 is not the documented
+error, naming the property that met it, PASS when it is; with several workers too, where the
+property that met it ran in another process. The rate-limited server's 429s: test_rate_limit_proofs.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conformance.catalogue import REGISTRY, Level
+from conformance.passive import MetError, judge_met, problem_of
+from conformance.properties import load_all
+from conformance.verdicts import Result, Verdict
+
+from .fault_proxy import Fault, FaultProxy, running_proxy
+from .faults import error, openai_error
+from .suite import run_suite, verdicts
+
+
+def test_a_status_is_judged_against_its_documented_type():
+    documented = json.dumps({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    assert problem_of(529, documented.encode()) is None
+    assert "not the error envelope" in str(
+        problem_of(529, b'{"error": {"message": "x", "type": "server_error"}}')
+    )
+    assert "where HTTP 500 is 'api_error'" in str(problem_of(500, documented.encode()))
+    assert "not JSON" in str(problem_of(504, b"<html>Gateway Timeout</html>"))
+    wordless = {"type": "error", "error": {"type": "rate_limit_error"}}
+    assert "message is not a string" in str(problem_of(429, json.dumps(wordless).encode()))
+
+
+def test_the_verdict_is_what_the_run_met():
+    load_all()
+    own = Result(REGISTRY["ERR-031"], Verdict.SKIP, 0.1, message="none met")
+    assert judge_met(own, []) == own
+    good = MetError("MSG-001", 529, None)
+    assert judge_met(own, [good, good]).verdict is Verdict.PASS
+    bad = MetError("STREAM-002", 500, "the body is not JSON", {"curl": "curl x"})
+    failed = judge_met(own, [good, bad])
+    assert failed.verdict is Verdict.FAIL
+    assert failed.actual == "STREAM-002 met HTTP 500: the body is not JSON"
+    assert failed.evidence == [{"curl": "curl x"}]
+    assert REGISTRY["ERR-031"].level is Level.MUST
+    assert REGISTRY["ERR-031"].passive
+
+
+@pytest.mark.mlx
+@pytest.mark.slow
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_529_another_property_met_is_judged(tiny_random_url, proof_profile, tmp_path, jobs):
+    selection = ["-k", "msg_001 or err_031", "--jobs", jobs]
+    openai_shaped = {"MSG-001": Fault("overloaded, in OpenAI's shape", request=lambda r: openai_error(529))}
+    with running_proxy(FaultProxy(tiny_random_url, openai_shaped)) as url:
+        code, index, output = run_suite(url, tmp_path / "bad", profile=proof_profile, extra=selection)
+    assert verdicts(index) == {"MSG-001": "FAIL", "ERR-031": "FAIL"}, output[-3000:]
+    judged = next(p for p in index["properties"] if p["id"] == "ERR-031")
+    assert judged["actual"].startswith("MSG-001 met HTTP 529: the body is not the error envelope"), judged
+    assert code == 1
+    assert output.index("ERR-031") > output.index("MSG-001")  # given last
+
+    documented = {
+        "MSG-001": Fault("overloaded", request=lambda r: error(529, "overloaded_error", "Overloaded"))
+    }
+    with running_proxy(FaultProxy(tiny_random_url, documented)) as url:
+        code, index, output = run_suite(url, tmp_path / "good", profile=proof_profile, extra=selection)
+    assert verdicts(index) == {"MSG-001": "FAIL", "ERR-031": "PASS"}, output[-3000:]
+    judged = next(p for p in index["properties"] if p["id"] == "ERR-031")
+    assert judged["message"].startswith("met in the run: HTTP 529 "), judged
