@@ -23,6 +23,7 @@ from conformance.checks import (
     expect,
     expect_equal,
     expect_error,
+    expect_no_schema_errors,
     json_object,
     not_judged,
     read,
@@ -41,6 +42,7 @@ from conformance.content import (
 )
 from conformance.drivers import create_json, expect_stream, message_body, stream_raw, total_input_tokens
 from conformance.features import Features
+from conformance.schemas import validate_event, validate_response
 from conformance.target import Target
 
 # At and above this context window the documented page limit is 600, not 100.
@@ -67,6 +69,14 @@ PAGES = (
 )
 QUESTION = "What colour is the lighthouse? Quote the sentence of the document that says so."
 CITED = {"enabled": True}
+# What a property that asks for citations, plain and streamed, exercises.
+CITED_BOTH_WAYS = (
+    "endpoint:POST /v1/messages",
+    "request:stream",
+    "block:document",
+    "block:text",
+    "delta:citations_delta",
+)
 CITING_MAX_TOKENS = 160  # room for a quoted sentence, and its citation, on any model
 
 
@@ -367,13 +377,7 @@ def test_doc_005_citations_never_ignored(target: Target, model_info: dict[str, A
     "exclusive end; …",
     invariant=59,
     requires=("documents", "citations"),
-    covers=(
-        "endpoint:POST /v1/messages",
-        "request:stream",
-        "block:document",
-        "block:text",
-        "delta:citations_delta",
-    ),
+    covers=CITED_BOTH_WAYS,
 )
 def test_doc_006_text_citations(target: Target) -> None:
     """Judges the citations that come; whether any come is DOC-008's rule."""
@@ -589,3 +593,46 @@ def test_doc_010_returned_search_results(target: Target) -> None:
     if not citations:
         not_judged("no citation came", judged_by="DOC-008")
     judge_search_citations(citations, [TIMETABLE, MOORINGS])
+
+
+@prop(
+    "DOC-011",
+    Level.MUST,
+    "A cited answer is a valid Message, each citation with every required field",
+    url=f"{CITATIONS}#how-citations-work",
+    requirement="With citations enabled on a text, a content and a PDF document, the Message is "
+    "valid against the schema, its citations included (char_location, content_block_location and "
+    "page_location each require file_id, null for an inline document), and so is each streamed "
+    "citations_delta.",
+    source="schema: OpenAPI ResponseCharLocationCitation, ResponseContentBlockLocationCitation, "
+    "ResponsePageLocationCitation — required [cited_text, document_index, document_title, "
+    "file_id, the range, type]; file_id string or null",
+    requires=("documents", "citations"),
+    covers=CITED_BOTH_WAYS,
+)
+def test_doc_011_citations_valid_by_schema(target: Target) -> None:
+    """Judges whatever citations come, streamed and not (whether any come is DOC-008's rule)."""
+    body = ask(
+        target,
+        text_document(LIGHTHOUSE, title=TEXT_SOURCE.title, citations=CITED),
+        content_document(HARBOUR, title=CONTENT_SOURCE.title, citations=CITED),
+        pdf_block(PAGES, title=PDF_SOURCE.title, citations=CITED),
+        question="What colour is the lighthouse, where do boats moor, how many pupils? Quote the documents.",
+        max_tokens=CITING_MAX_TOKENS,
+    )
+    message = create_json(target, body)
+    run = expect_stream(stream_raw(target, body))
+    deltas = [
+        event
+        for event in run.of_type("content_block_delta")
+        if isinstance(event.get("delta"), dict) and event["delta"].get("type") == "citations_delta"
+    ]
+    if not citations_of(message) and not deltas:
+        not_judged("no citation came, streamed or not", judged_by="DOC-008")
+    cases = Cases()
+    with cases.case("the Message"):
+        expect_no_schema_errors(validate_response("POST /v1/messages", 200, message), "the cited Message")
+    for n, event in enumerate(deltas):
+        with cases.case(f"citations_delta {n}"):
+            expect_no_schema_errors(validate_event(event), f"citations_delta event {n}")
+    cases.check()

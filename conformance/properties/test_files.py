@@ -17,7 +17,16 @@ from typing import Any
 import httpx
 
 from conformance.catalogue import Level, prop
-from conformance.checks import expect, expect_equal, expect_error, expect_json, expect_status, json_object
+from conformance.checks import (
+    expect,
+    expect_equal,
+    expect_error,
+    expect_json,
+    expect_status,
+    json_object,
+    not_judged,
+)
+from conformance.drivers import message_body
 from conformance.target import Target
 
 GUIDE = "build-with-claude/files"
@@ -28,6 +37,7 @@ UNKNOWN_ID = "file_plumbline000000000000000000"
 # The Files endpoints are beta paths outside the coverage universe (the Messages surface):
 # these keys are the parts of it the properties exercise.
 COUNT = "endpoint:POST /v1/messages/count_tokens"
+MESSAGES = "endpoint:POST /v1/messages"
 BETA_HEADER = "param:anthropic-beta"
 
 
@@ -169,3 +179,44 @@ def test_files_003_deleted_and_unknown_files(target: Target) -> None:
         )
         expect_error(_document_count(target, {"type": "file", "file_id": file_id}), 404, "not_found_error")
     expect_error(_document_count(target, {"type": "file", "file_id": UNKNOWN_ID}), 404, "not_found_error")
+
+
+@prop(
+    "FILES-004",
+    Level.SHOULD,
+    "A citation of a file's document names the file",
+    url=GUIDE,
+    requirement="With citations enabled on a document whose source is an uploaded file, each "
+    "citation of that document carries the file's id in file_id (the field every document "
+    "citation has; null for a document sent inline). The schema has the field without a "
+    "description, so this is a SHOULD.",
+    requires=("files", "documents", "citations"),
+    covers=(MESSAGES, BETA_HEADER, "block:document", "block:text"),
+)
+def test_files_004_citations_name_the_file(target: Target) -> None:
+    with uploaded(target) as meta:
+        file_id = _file_id(meta)
+        document = {
+            "type": "document",
+            "source": {"type": "file", "file_id": file_id},
+            "title": "Harbour",
+            "citations": {"enabled": True},
+        }
+        question = {"type": "text", "text": "When do boats leave? Quote the document."}
+        body = message_body(
+            target, max_tokens=160, messages=[{"role": "user", "content": [document, question]}]
+        )
+        response = target.request("POST", "/v1/messages", json_body=body, headers=_headers(target))
+        expect_status(response, 200)
+        message = json_object(response, "the Message")
+        citations = [
+            citation
+            for block in message.get("content") or []
+            if isinstance(block, dict) and block.get("type") == "text"
+            for citation in block.get("citations") or []
+            if isinstance(citation, dict)
+        ]
+        if not citations:
+            not_judged("no citation came", judged_by="DOC-008")
+        for n, citation in enumerate(citations):
+            expect_equal(citation.get("file_id"), file_id, f"citation {n}: file_id (the uploaded file's)")

@@ -40,6 +40,7 @@ class CitableDocument:
     kind: str
     groups: tuple[tuple[str, ...], ...]
     source: str | None = None  # a search result's
+    file_id: str | None = None  # a document read from the Files API
 
     @property
     def tag(self) -> str:
@@ -53,7 +54,9 @@ class CitableDocument:
             groups: tuple[tuple[str, ...], ...] = (document.pages,)
         else:  # text (one page) or PDF (one group per page)
             groups = tuple(sentences(page) for page in document.pages)
-        return cls(document.cite_index, document.title, document.kind, groups, document.source)
+        return cls(
+            document.cite_index, document.title, document.kind, groups, document.source, document.file_id
+        )
 
     def quotable(self) -> tuple[tuple[str, ...], ...]:
         """The groups with something to quote (a blank page or text has none)."""
@@ -81,6 +84,7 @@ class CitableDocument:
                 "cited_text": quote,
                 "document_index": self.index,
                 "document_title": self.title,
+                "file_id": self.file_id,  # required by the schema: null unless read from a file
             }
             if self.kind == "content":
                 return {**head, "start_block_index": first, "end_block_index": end}

@@ -53,6 +53,7 @@ class RenderedDocument:
     title: str | None = None
     cite_index: int | None = None
     source: str | None = None  # a search result's source (its URL or identifier)
+    file_id: str | None = None  # the Files API file it was read from
 
 
 def render_document(block: DocumentBlockParam, path: str, cite_index: int | None = None) -> RenderedDocument:
@@ -113,7 +114,8 @@ def _rendered(
     block: DocumentBlockParam, kind: DocumentKind, pages: tuple[str, ...], cite_index: int | None
 ) -> RenderedDocument:
     body = _pdf_body(pages) if kind == "pdf" else "\n\n".join(pages)
-    return RenderedDocument(_with_header(block, body, cite_index), pages, kind, block.title, cite_index)
+    text = _with_header(block, body, cite_index)
+    return RenderedDocument(text, pages, kind, block.title, cite_index, file_id=block._file_id)
 
 
 def _with_header(block: DocumentBlockParam, body: str, cite_index: int | None) -> str:

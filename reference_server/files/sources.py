@@ -75,7 +75,10 @@ def _source(block: Any) -> Any:
 def _block(block: Any, path: str, store: FileStore | None) -> Any:
     if isinstance(block, DocumentBlockParam | ImageBlockParam) and _is_file_source(block.source):
         kind = "document" if isinstance(block, DocumentBlockParam) else "image"
-        return block.model_copy(update={"source": _inline(block.source, kind, f"{path}.source", store)})
+        inlined = block.model_copy(update={"source": _inline(block.source, kind, f"{path}.source", store)})
+        if isinstance(inlined, DocumentBlockParam):
+            inlined._file_id = block.source.get("file_id")  # its citations name the file
+        return inlined
     if isinstance(block, ToolResultBlockParam) and isinstance(block.content, list):
         content = [
             {**item, "source": _inline(item["source"], item["type"], f"{path}.content.{j}.source", store)}

@@ -13,6 +13,7 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    PrivateAttr,
     StrictBool,
     StrictFloat,
     StrictInt,
@@ -50,6 +51,9 @@ class DocumentBlockParam(_Param):
     citations: dict[str, Any] | None = None
     context: StrictStr | None = None
     title: StrictStr | None = None
+    # Not on the wire: the Files API id a `file` source named, kept when the source is replaced
+    # by the file's content (files/sources.py), for the file_id of its citations.
+    _file_id: str | None = PrivateAttr(default=None)
 
 
 class SearchResultBlockParam(_Param):

@@ -112,6 +112,16 @@ def _streamed_misquote(payload: JSONDict) -> None:
         _misquote(delta["citation"])
 
 
+def _no_file_id(citation: JSONDict) -> None:
+    citation.pop("file_id", None)
+
+
+def _streamed_no_file_id(payload: JSONDict) -> None:
+    delta = payload.get("delta")
+    if isinstance(delta, dict) and isinstance(delta.get("citation"), dict):
+        _no_file_id(delta["citation"])
+
+
 def _shift(keys: tuple[str, str], by: int) -> Callable[[JSONDict], None]:
     def change(citation: JSONDict) -> None:
         for key in keys:
@@ -236,6 +246,11 @@ def content_fault_catalogue() -> dict[str, Fault]:
         "DOC-010": Fault(
             "search results in tool results numbered after the top-level ones",
             response=_each_citation(_tool_results_counted_last),
+        ),
+        "DOC-011": Fault(
+            "citations without their required file_id key",
+            response=_each_citation(_no_file_id),
+            frames=edit_payloads("content_block_delta", _streamed_no_file_id),
         ),
         "IMG-001": Fault(
             "GIF and WebP images refused", request=_refuse_when(_is_gif_or_webp, "unsupported image")

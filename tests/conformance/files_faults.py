@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .fault_proxy import Fault, Request, Response
-from .faults import error
+from .faults import error, message_json
 
 __all__ = ["files_fault_catalogue"]
 
@@ -25,6 +25,13 @@ def _openai_upload(request: Request, response: Response) -> Response:
         "purpose": "user_data",
     }
     return response.with_json(openai)
+
+
+def _null_file_ids(_: Request, data: dict[str, Any]) -> None:
+    for block in data.get("content") or []:
+        for citation in (block.get("citations") or []) if isinstance(block, dict) else []:
+            if isinstance(citation, dict) and "file_id" in citation:
+                citation["file_id"] = None
 
 
 def _is_file_document(block: Any) -> bool:
@@ -60,4 +67,7 @@ def files_fault_catalogue() -> dict[str, Fault]:
         "FILES-001": Fault("uploads answered as OpenAI FileObjects (object, bytes)", response=_openai_upload),
         "FILES-002": Fault("file sources dropped before the model reads them", request=_drop_file_sources),
         "FILES-003": Fault("a missing file answered 400 invalid_request_error", response=_not_found_as_400),
+        "FILES-004": Fault(
+            "citations of a file's document with file_id null", response=message_json(_null_file_ids)
+        ),
     }

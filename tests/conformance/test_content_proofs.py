@@ -127,6 +127,7 @@ def test_each_property_fails_on_its_fault(content_url, profile, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(EXTRA_CONTENT_FAULTS))
 def test_extra_faults_fail_their_property(content_url, profile, tmp_path, name):
+    load_all()  # REGISTRY[pid] below, whatever ran before on this worker
     pid, fault = EXTRA_CONTENT_FAULTS[name]
     with running_proxy(FaultProxy(content_url, {pid: fault})) as url:
         code, index, output = run(url, tmp_path, profile, ["-k", REGISTRY[pid].selector])

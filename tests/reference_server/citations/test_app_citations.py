@@ -33,6 +33,7 @@ KEEPER = {
     "cited_text": "Its keeper is Ada. ",
     "document_index": 0,
     "document_title": "The cape",
+    "file_id": None,
     "start_char_index": 25,
     "end_char_index": 44,
 }
@@ -41,6 +42,7 @@ FERRIES = {
     "cited_text": "Ferries.",
     "document_index": 1,
     "document_title": None,
+    "file_id": None,
     "start_block_index": 1,
     "end_block_index": 2,
 }

@@ -43,6 +43,7 @@ def test_a_text_quote_is_a_character_range() -> None:
         "cited_text": quote,
         "document_index": 2,
         "document_title": "Title",
+        "file_id": None,
         "start_char_index": 25,
         "end_char_index": 25 + len(quote),
     }

@@ -58,6 +58,7 @@ def test_any_chunking_gives_the_same_pieces(cuts: list[int]) -> None:
             "cited_text": "It is < 9 m tall.",
             "document_index": 0,
             "document_title": "Cape",
+            "file_id": None,
             "start_char_index": 19,
             "end_char_index": 36,
         }
@@ -68,6 +69,7 @@ def test_any_chunking_gives_the_same_pieces(cuts: list[int]) -> None:
             "cited_text": "Ferries.",
             "document_index": 1,
             "document_title": None,
+            "file_id": None,
             "start_block_index": 1,
             "end_block_index": 2,
         }
