@@ -154,7 +154,8 @@ def test_node_ids_name_their_properties():
 
 
 @pytest.mark.mlx
-@pytest.mark.parametrize("jobs", ["1", "2"])
+# One worker in CI (the representative); two in `nox -s deep`.
+@pytest.mark.parametrize("jobs", ["1", pytest.param("2", marks=pytest.mark.deep)])
 def test_a_selection_prepares_only_what_it_runs(tiny_random_url, proof_profile, tmp_path, jobs):
     """`-k` deselects before the run is planned: the features asked for and the run's size are
     those of the selected properties (they were the whole catalogue's with --jobs 1)."""
