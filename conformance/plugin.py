@@ -39,6 +39,7 @@ from rich.markup import escape
 from conformance import __version__
 from conformance.catalogue import REGISTRY, Property, catalogue_hash, property_of
 from conformance.checks import Unsupported
+from conformance.cli import PROPERTIES_DIR
 from conformance.console import print_context, print_summary, print_verdict
 from conformance.determinism import Determinism, probe_determinism
 from conformance.features import Features
@@ -64,7 +65,6 @@ _CONFIG: list[pytest.Config] = []
 # Opt-in: keep every exchange of every property, passing ones too, under exchanges/<ID>.json
 # (the spec-coverage test checks declared coverage against them). Off, reports are unchanged.
 KEEP_EXCHANGES_ENV = "PLUMBLINE_KEEP_EXCHANGES"
-PROPERTIES_DIR = Path(__file__).resolve().parent / "properties"
 CONTEXT_KEY = "plumbline_context"  # xdist workerinput: the file with what the controller found out
 
 

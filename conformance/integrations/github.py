@@ -34,11 +34,9 @@ ANNOTATION_CHARS = 300
 def plumbline_args(env: Mapping[str, str]) -> list[str]:
     """The `plumbline` command line the inputs ask for."""
     args = ["--target", env["INPUT_TARGET"], "--report-dir", env["INPUT_REPORT_DIR"]]
-    for name, flag in (("MODEL", "--model"), ("PROFILE", "--profile"), ("BASELINE", "--baseline")):
+    for name in ("MODEL", "PROFILE", "BASELINE", "JOBS"):
         if env.get(f"INPUT_{name}"):
-            args += [flag, env[f"INPUT_{name}"]]
-    if env.get("INPUT_JOBS"):
-        args += ["--jobs", env["INPUT_JOBS"]]
+            args += [f"--{name.lower()}", env[f"INPUT_{name}"]]
     if env.get("INPUT_STRICT", "false").strip().lower() == "true":
         args.append("--strict")
     return args + shlex.split(env.get("INPUT_ARGS", ""))

@@ -32,6 +32,7 @@ from conformance.checks import (
 from conformance.content import (
     ask,
     b64,
+    citations_of,
     count_input_tokens,
     expect_accepted,
     expect_refused,
@@ -108,22 +109,21 @@ CONTENT_SOURCE = Source("content_block_location", "The harbour", HARBOUR)
 PDF_SOURCE = Source("page_location", "The island", PAGES)
 
 
-def citations_of(message: Any) -> list[Any]:
-    """Every citation of the Message's text blocks."""
-    found: list[Any] = []
-    for n, block in enumerate(read(message, "content", list, where=MESSAGE)):
-        if isinstance(block, dict) and block.get("type") == "text":
-            found += read_optional(block, "citations", list, where=f"text block {n}", default=[])
-    return found
+def citations_deltas(target: Target, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every citations_delta event of the streamed answer to `body`."""
+    run = expect_stream(stream_raw(target, body))
+    return [
+        event
+        for event in run.of_type("content_block_delta")
+        if isinstance(event.get("delta"), dict) and event["delta"].get("type") == "citations_delta"
+    ]
 
 
 def streamed_citations(target: Target, body: dict[str, Any]) -> list[Any]:
     """The citation of every citations_delta of the streamed answer to `body`."""
-    run = expect_stream(stream_raw(target, body))
     return [
         read(event, "delta.citation", dict, where="a citations_delta event")
-        for event in run.of_type("content_block_delta")
-        if isinstance(event.get("delta"), dict) and event["delta"].get("type") == "citations_delta"
+        for event in citations_deltas(target, body)
     ]
 
 
@@ -621,12 +621,7 @@ def test_doc_011_citations_valid_by_schema(target: Target) -> None:
         max_tokens=CITING_MAX_TOKENS,
     )
     message = create_json(target, body)
-    run = expect_stream(stream_raw(target, body))
-    deltas = [
-        event
-        for event in run.of_type("content_block_delta")
-        if isinstance(event.get("delta"), dict) and event["delta"].get("type") == "citations_delta"
-    ]
+    deltas = citations_deltas(target, body)
     if not citations_of(message) and not deltas:
         not_judged("no citation came, streamed or not", judged_by="DOC-008")
     cases = Cases()

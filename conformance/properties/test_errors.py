@@ -17,7 +17,6 @@ from conformance.catalogue import Level, prop
 from conformance.checks import (
     ERROR_STATUS,
     Cases,
-    ConformanceFailure,
     expect,
     expect_envelope,
     expect_equal,
@@ -29,7 +28,6 @@ from conformance.checks import (
     read_optional,
 )
 from conformance.drivers import expect_message, message_body
-from conformance.passive import DOCUMENTED_TYPES, errors_met
 from conformance.target import Target
 
 ERRORS = "api/errors"
@@ -921,17 +919,8 @@ def test_err_030_system_role_in_messages(target: Target) -> None:
     },
 )
 def test_err_031_errors_a_run_meets(target: Target) -> None:
-    """Sends one ordinary request and judges any of those statuses it gets; the plugin then
-    judges everything the run met and gives this property's verdict last (judge_met)."""
+    """Sends one ordinary request. What it gets rides on its report like any property's
+    exchanges, and the plugin gives this property's verdict last from everything the run met
+    (passive.judge_met): this SKIP stands only when nothing was met."""
     target.request("POST", "/v1/messages", json_body=message_body(target, max_tokens=1))
-    met = errors_met("ERR-031", target.recorder.exchanges)
-    broken = [error for error in met if error.problem is not None]
-    if broken:
-        status = broken[0].status
-        raise ConformanceFailure(
-            f"HTTP {status}: the error envelope with error.type {DOCUMENTED_TYPES[status]!r}",
-            str(broken[0].problem),
-            reason="undocumented-error",
-        )
-    if not met:
-        not_judged("the run met no 429, 500, 504 or 529 (judged wherever one is met)")
+    not_judged("the run met no 429, 500, 504 or 529 (judged wherever one is met)")

@@ -25,7 +25,9 @@ from conformance.checks import (
     expect_status,
     json_object,
     not_judged,
+    read_optional,
 )
+from conformance.content import citations_of
 from conformance.drivers import message_body
 from conformance.target import Target
 
@@ -209,14 +211,9 @@ def test_files_004_citations_name_the_file(target: Target) -> None:
         response = target.request("POST", "/v1/messages", json_body=body, headers=_headers(target))
         expect_status(response, 200)
         message = json_object(response, "the Message")
-        citations = [
-            citation
-            for block in message.get("content") or []
-            if isinstance(block, dict) and block.get("type") == "text"
-            for citation in block.get("citations") or []
-            if isinstance(citation, dict)
-        ]
+        citations = citations_of(message)
         if not citations:
             not_judged("no citation came", judged_by="DOC-008")
         for n, citation in enumerate(citations):
-            expect_equal(citation.get("file_id"), file_id, f"citation {n}: file_id (the uploaded file's)")
+            said = read_optional(citation, "file_id", str, where=f"citation {n}")
+            expect_equal(said, file_id, f"citation {n}: file_id (the uploaded file's)")
