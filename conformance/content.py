@@ -23,7 +23,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from conformance.checks import ConformanceFailure, expect, expect_error, json_object, read, read_optional
+from conformance.checks import ConformanceFailure, expect, expect_error, json_object, read
 from conformance.drivers import message_body
 from conformance.target import Target
 
@@ -31,7 +31,6 @@ __all__ = [
     "ask",
     "b64",
     "bmp",
-    "citations_of",
     "count_input_tokens",
     "expect_accepted",
     "expect_refused",
@@ -45,15 +44,6 @@ __all__ = [
     "text_block",
     "webp",
 ]
-
-
-def citations_of(message: Any) -> list[Any]:
-    """Every citation of the Message's text blocks."""
-    found: list[Any] = []
-    for n, block in enumerate(read(message, "content", list, where="the Message")):
-        if isinstance(block, dict) and block.get("type") == "text":
-            found += read_optional(block, "citations", list, where=f"text block {n}", default=[])
-    return found
 
 
 def b64(data: bytes) -> str:

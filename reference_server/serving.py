@@ -59,10 +59,15 @@ from reference_server.protocol import (
     StopReason,
     ThinkingBlock,
 )
-from reference_server.server_tools.definitions import NO_SEARCH_PROVIDER, WebSearchConfig
+from reference_server.server_tools.definitions import NO_SEARCH_PROVIDER, WebFetchConfig, WebSearchConfig
 from reference_server.server_tools.history import loaded_tools, pending_call
-from reference_server.server_tools.loop import ServerToolPlan, ServerToolRuntime, TurnState, server_tool_turn
-from reference_server.server_tools.results import result_text
+from reference_server.server_tools.loop import (
+    ServerToolPlan,
+    ServerToolRuntime,
+    TurnState,
+    next_generation,
+    server_tool_turn,
+)
 from reference_server.stops import StopMatcher
 from reference_server.thinking import (
     ThinkingEnd,
@@ -309,7 +314,14 @@ class MessagesService:
         if citations is not None:
             prepared = replace(prepared, citations=citations)
         if policy.may_call and any(tool.server is not None for tool in tools):
-            plan = ServerToolPlan(tools, prompt.loaded, policy.parallel, output_schema, card.context_window)
+            plan = ServerToolPlan(
+                tools,
+                prompt.loaded,
+                policy.parallel,
+                output_schema,
+                card.context_window,
+                documents=len(prompt.documents),
+            )
             prepared = await self._resume_call(replace(prepared, server_tools=plan), params)
         edits = await self._applied_edits(prompt, prepared.input_tokens, tool_uses)
         return replace(prepared, context_management=edits) if edits is not None else prepared
@@ -330,11 +342,10 @@ class MessagesService:
         turns = prepared.request.turns
         state = TurnState.of(turns, plan.loaded)
         block = await self.server_tools.execute(call, tool, plan, state)
-        by_name = {t.name: t for t in plan.tools}
-        result, is_error = result_text(block, by_name, "server_tool_result", self.server_tools.open_result)
+        result, is_error = self.server_tools.read(block, plan, state, "server_tool_result")
         turns += (Turn("tool", result, tool_call_id=call.id, name=call.name, is_error=is_error),)
         resumed = replace(prepared, server_tools=replace(plan, resumed=((call.name, block),)))
-        return await self.continued(resumed, turns, prepared.request.max_tokens)
+        return next_generation(await self.continued(resumed, turns, prepared.request.max_tokens), plan, state)
 
     async def continued(
         self, prepared: PreparedMessage, turns: tuple[Turn, ...], max_tokens: int
@@ -518,19 +529,33 @@ class MessagesService:
 def _pieces(
     text: str, calls: CallParser | None, quotes: QuoteParser | None, *, last: bool
 ) -> list[TextPiece | CallStart | ArgsPiece | CallEnd | QuoteStart | QuoteText | QuoteEnd]:
-    """`text` parsed for calls, or for quotes (citations and tools are not served together)."""
-    if quotes is not None:
-        parsed = quotes.feed(text) + (quotes.flush() if last else [])
-        return [TextPiece(p) if isinstance(p, str) else p for p in parsed]
-    if calls is None:
-        return [TextPiece(text)]
-    return [*calls.feed(text), *(calls.flush() if last else ())]
+    """`text` parsed for calls, then its text for quotes (an answer quoting fetched pages may end
+    with calls: server_tools/citing.py)."""
+    pieces = [TextPiece(text)] if calls is None else [*calls.feed(text), *(calls.flush() if last else ())]
+    if quotes is None:
+        return list(pieces)
+    out: list[TextPiece | CallStart | ArgsPiece | CallEnd | QuoteStart | QuoteText | QuoteEnd] = []
+    for piece in pieces:
+        if isinstance(piece, TextPiece):
+            out += [TextPiece(p) if isinstance(p, str) else p for p in quotes.feed(piece.text)]
+        else:  # a call: what the quote parser held was text
+            out += [TextPiece(p) if isinstance(p, str) else p for p in quotes.flush()]
+            out.append(piece)
+    if last:
+        out += [TextPiece(p) if isinstance(p, str) else p for p in quotes.flush()]
+    return out
 
 
 def _citation_plan(prompt: _Prompt, output_schema: Mapping[str, Any] | None) -> CitationPlan | None:
     """The citable documents; the API refuses citations with structured outputs, and this
     server does not serve them with tools the model may call."""
     plan = plan_citations(prompt.documents)
+    if output_schema is not None and any(
+        isinstance(tool.server, WebFetchConfig) and tool.server.citations for tool in prompt.tools
+    ):
+        raise InvalidRequestError(
+            "output_config.format: structured outputs cannot be used with citations enabled on web fetch"
+        )
     if plan is None:
         return None
     if output_schema is not None:

@@ -332,9 +332,8 @@ def _message_turns(
             # The calls render after the text: the breakpoint caches up to the text's end.
             texts.append(("", block.cache_control))
         elif isinstance(block, ToolResultBlockParam):
-            turn = tool_result_turn(
-                block, block_path, names[block.tool_use_id], tools, partial(_nested_in_result, media=media)
-            )
+            nested = partial(_nested_in_result, media=media, file_ids=block._file_ids)
+            turn = tool_result_turn(block, block_path, names[block.tool_use_id], tools, nested)
             results.append(replace(turn, cache_marks=_marks(block.cache_control, len(turn.text))))
         elif isinstance(block, ServerContentBlockParam) and block.type in CALL_TYPES:
             call = server_call(block, block_path, message.role)
@@ -379,14 +378,19 @@ def _document_text(block: DocumentBlockParam, path: str, media: _Media) -> str:
     return document.text
 
 
-def _nested_in_result(item: dict[str, Any], path: str, *, media: _Media) -> str | None:
+def _nested_in_result(
+    item: dict[str, Any], path: str, position: int, *, media: _Media, file_ids: Mapping[int, str]
+) -> str | None:
     """A search result or a document inside a tool_result, read (and numbered for citations)
-    as the same block in user content; None for any other block."""
+    as the same block in user content; None for any other block. `file_ids`: the Files API ids
+    of the result's documents read from files, by position (files/sources.py)."""
     kind = item.get("type")
     if kind == "search_result":
         return _search_result_text(_nested(SearchResultBlockParam, item, path), path, media)
     if kind == "document":
-        return _document_text(_nested(DocumentBlockParam, item, path), path, media)
+        document = _nested(DocumentBlockParam, item, path)
+        document._file_id = file_ids.get(position)
+        return _document_text(document, path, media)
     return None
 
 

@@ -27,7 +27,7 @@ from conformance.checks import (
     not_judged,
     read_optional,
 )
-from conformance.content import citations_of
+from conformance.citing import citations_of
 from conformance.drivers import message_body
 from conformance.target import Target
 

@@ -8,8 +8,9 @@ under their fixed names. And the documented test string gets a `redacted_thinkin
 Each runs only on a target that serves the tool (the profile, or one probe request: a 400 for
 the tool's type means absent, conformance/features.py). Every request forces the call it judges
 (`tool_choice` naming the tool), so any model answers with one short call. Nothing here needs a
-page the target can reach: web fetch is judged on its failures and its refusal of a loopback
-address, which a correctly configured server refuses whatever network it sits in.
+page the harness names: web fetch is judged on its failures, its refusal of a loopback address
+(which a correctly configured server refuses whatever network it sits in), and on a page the
+target's own web search found (SRVTOOL-014).
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from conformance.checks import (
     json_object,
     not_judged,
     read,
+    read_optional,
 )
+from conformance.citing import Source, citations_deltas, citations_of, judge_all
 from conformance.drivers import create_json, expect_stream, stream_raw
 from conformance.loopback import loopback_mcp, loopback_page
 from conformance.target import Target
@@ -184,6 +187,11 @@ def sent_back(body: dict[str, Any], call: dict[str, Any]) -> dict[str, Any]:
 def answer_to(target: Target, body: dict[str, Any], call: dict[str, Any]) -> dict[str, Any]:
     """The result block answering `call` sent back unanswered; not judged where the target
     refuses such a turn with a 400."""
+    return answered(target, body, call)[1]
+
+
+def answered(target: Target, body: dict[str, Any], call: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The Message answering `call` sent back unanswered, and its result block for the call."""
     response = target.request("POST", "/v1/messages", json_body=sent_back(body, call))
     if response.status_code == 400:
         not_judged("the target refused a turn sent back with an unanswered server_tool_use (HTTP 400)")
@@ -197,7 +205,7 @@ def answer_to(target: Target, body: dict[str, Any], call: dict[str, Any]) -> dic
         "none",
         reason="unanswered",
     )
-    return results[0]
+    return message, results[0]
 
 
 @prop(
@@ -812,4 +820,94 @@ def test_srvtool_013_web_search_results(target: Target) -> None:
         counted_body = {key: body[key] for key in ("model", "messages", "tools")}
         response = target.request("POST", "/v1/messages/count_tokens", json_body=counted_body)
         expect_status(response, 200)
+    cases.check()
+
+
+CITING_FETCH = {
+    "type": "web_fetch_20250910",
+    "name": "web_fetch",
+    "max_uses": 1,
+    "citations": {"enabled": True},
+}
+CITING_MAX_TOKENS = 160  # room for a quoted sentence or two, and their citations
+
+
+def found_url(target: Target) -> str:
+    """The URL of the first page the target's web search finds for the tides at Brest (the
+    search is sent back unanswered, so any model makes it); not judged when it finds none."""
+    call = {
+        "type": "server_tool_use",
+        "id": "srvtoolu_plumbline14s",
+        "name": "web_search",
+        "input": {"query": "tide Brest"},
+    }
+    found = expect_search_result(answer_to(target, web_search_body(target), call))
+    url = found[0].get("url") if found and isinstance(found[0], dict) else None
+    if not isinstance(url, str):
+        not_judged("the target's web search found no page to fetch", judged_by="SRVTOOL-013")
+    return url
+
+
+def fetched_source(result: dict[str, Any]) -> Source:
+    """The fetched page as the document its citations point into; not judged when the fetch
+    failed or fetched a PDF (whose pages the harness cannot read)."""
+    code = expect_fetch_result(result)
+    if code is not None:
+        not_judged(f"the target could not fetch the page its search found ({code})")
+    document = read(result, "content.content", dict, where="the web_fetch_result")
+    source = read(document, "source", dict, where="the fetched document")
+    if read(source, "type", str, where="the fetched document's source") != "text":
+        not_judged("the fetched page is not a text document (a PDF's pages are not read here)")
+    text = read(source, "data", str, where="the fetched document's source")
+    title = read_optional(document, "title", str, where="the fetched document")
+    return Source("char_location", title or "", (text,))
+
+
+@prop(
+    "SRVTOOL-014",
+    Level.MUST,
+    "Citations of a fetched page quote it verbatim",
+    url=f"{FETCH}#citations",
+    requirement="With web fetch's citations enabled, each citation of the answer that follows a "
+    "fetched text page is a char_location naming that document (document_index 0: the request "
+    "has no other) whose cited_text is the page's text between start_char_index and "
+    "end_char_index (0-based, exclusive end); streamed, each arrives in a citations_delta. The "
+    "page is one the target's own web search found, its fetch sent back unanswered.",
+    source='docs: agents-and-tools/tool-use/web-fetch-tool#citations — "Unlike web search where '
+    "citations are always enabled, citations are optional for web fetch. Set "
+    '`"citations": {"enabled": true}` to enable Claude to cite specific passages from fetched '
+    'documents."; build-with-claude/citations (char_location: 0-indexed, exclusive end)',
+    invariant=59,
+    requires=("web_fetch", "web_search"),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:stream",
+        "request:tools[].citations",
+        "block:web_fetch_tool_result",
+        "delta:citations_delta",
+    ),
+)
+def test_srvtool_014_fetched_page_citations(target: Target) -> None:
+    """Judges the citations that come; a page its search found the target must be able to fetch."""
+    url = found_url(target)
+    body = tool_body(
+        target,
+        tools=[CITING_FETCH],
+        prompt=f"What does {url} say about the tides? Quote the page.",
+        max_tokens=CITING_MAX_TOKENS,
+    )
+    call: dict[str, Any] = {"type": "server_tool_use", "id": "srvtoolu_plumbline14", "name": "web_fetch"}
+    call["input"] = {"url": url}
+    message, result = answered(target, body, call)
+    source = fetched_source(result)
+    plain = citations_of(message)
+    streamed = [
+        read(event, "delta.citation", dict, where="a citations_delta event")
+        for event in citations_deltas(target, sent_back(body, call))
+    ]
+    if not plain and not streamed:
+        not_judged("no citation of the fetched page came, streamed or not")
+    cases = Cases()
+    judge_all(plain, [source], "the Message", cases)
+    judge_all(streamed, [source], "the stream", cases)
     cases.check()

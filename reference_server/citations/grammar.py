@@ -5,14 +5,18 @@ The answer opens with a quote and may go on with text and more quotes:
 `substring_chunks` lexeme (llguidance matches any run of consecutive chunks), intersected with
 `.+` so that no quote is empty; the text between quotes cannot spell a tag. Opening with a
 quote is this server's policy: a small model asked about documents with citations on always
-grounds its answer in one (the model chooses which document and which sentences).
+grounds its answer in one (the model chooses which document and which sentences). Where the
+model may also call tools (after a fetched page, server_tools/citing.py), the answer may end
+with calls: the tag, then the `calls` rule the caller gives (tools/grammar.py's).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from reference_server.engine.base import Grammar
+from reference_server.engine.toolformat import CALL_OPEN
 
 from .documents import CitationPlan
 
@@ -25,8 +29,9 @@ def open_tag(tag: str) -> str:
     return f"<cite {tag}>"
 
 
-def citation_grammar(plan: CitationPlan) -> Grammar | None:
-    """The grammar for `plan`'s documents; None when none has text to quote."""
+def citation_grammar(plan: CitationPlan, calls: Sequence[str] = ()) -> Grammar | None:
+    """The grammar for `plan`'s documents; None when none has text to quote. `calls`: rules
+    defining `calls` (the text after the first call tag), when the answer may end with calls."""
     rules: list[str] = []
     quotes: list[str] = []
     for document in plan.documents:
@@ -41,5 +46,9 @@ def citation_grammar(plan: CitationPlan) -> Grammar | None:
             quotes.append(f"{tag} ({' | '.join(lexemes)}) {json.dumps(CLOSE)}")
     if not quotes:
         return None
-    head = ["start: cite (TEXT | cite)*", "cite: " + " | ".join(quotes), "TEXT: /[^<]+/"]
+    head = ["answer: cite (TEXT | cite)*", "cite: " + " | ".join(quotes), "TEXT: /[^<]+/"]
+    if calls:
+        head = ["start: answer | answer " + json.dumps(CALL_OPEN) + " calls", *head, *calls]
+    else:
+        head = ["start: answer", *head]
     return Grammar("\n".join([*head, *rules]) + "\n")

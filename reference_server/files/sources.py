@@ -88,7 +88,15 @@ def _block(block: Any, path: str, store: FileStore | None) -> Any:
             else item
             for j, item in enumerate(block.content)
         ]
-        return block.model_copy(update={"content": content})
+        inlined_result = block.model_copy(update={"content": content})
+        inlined_result._file_ids = {
+            j: item["source"]["file_id"]
+            for j, item in enumerate(block.content)
+            if isinstance(item, dict)
+            and item.get("type") == "document"
+            and _is_file_source(item.get("source"))
+        }
+        return inlined_result
     return block
 
 

@@ -82,6 +82,9 @@ class ToolResultBlockParam(_Param):
     is_error: StrictBool | None = None
     cache_control: CacheControlEphemeralParam | None = None
     toolset_name: StrictStr | None = None
+    # Not on the wire: the Files API ids of the documents in `content` whose `file` source was
+    # replaced by the file's content (files/sources.py), by position, for their citations.
+    _file_ids: dict[int, str] = PrivateAttr(default_factory=dict)
 
 
 class ThinkingBlockParam(_Param):

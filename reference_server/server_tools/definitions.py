@@ -178,6 +178,8 @@ class WebFetchConfig:
     blocked_domains: tuple[str, ...]
     max_uses: int | None
     max_content_tokens: int | None
+    citations: bool = False  # the fetched document is citable (server_tools/citing.py)
+    use_cache: bool = True  # a page the server holds offline may answer the fetch (fetch.py)
     # url_sources: where a URL must already appear to be fetched (default: anywhere it may).
     user_input: bool = True
     client_results: SourceRule = SourceRule()
@@ -269,11 +271,6 @@ def server_tool(raw: dict[str, Any], path: str) -> ServedTool:
     _check_name(fetch, "web_fetch", path)
     if fetch.allowed_domains is not None and fetch.blocked_domains is not None:
         raise InvalidRequestError(f"{path}: allowed_domains and blocked_domains cannot both be set")
-    if fetch.citations is not None and fetch.citations.enabled:
-        raise InvalidRequestError(
-            f"{path}.citations: citations of fetched pages are not served by this server (documents'"
-            " citations are)"
-        )
     if kind == "web_fetch_20250910" and fetch.use_cache is not None:
         raise InvalidRequestError(f"{path}.use_cache: Extra inputs are not permitted")
     if kind != "web_fetch_20260318" and fetch.response_inclusion is not None:
@@ -287,6 +284,8 @@ def server_tool(raw: dict[str, Any], path: str) -> ServedTool:
         blocked_domains=tuple(d.lower() for d in fetch.blocked_domains or ()),
         max_uses=fetch.max_uses,
         max_content_tokens=fetch.max_content_tokens,
+        citations=fetch.citations is not None and fetch.citations.enabled is True,
+        use_cache=fetch.use_cache is not False,
         user_input=sources.user_input is None or sources.user_input.type == "all",
         client_results=_rule(sources.client_tool_results, f"{path}.url_sources.client_tool_results"),
         server_results=_rule(sources.server_tool_results, f"{path}.url_sources.server_tool_results"),

@@ -8,6 +8,10 @@ unless the server runs with `--allow-private-fetch`. The connection then goes to
 that was checked (the Host header and TLS name stay the host's), so a second DNS answer
 cannot swap in a private address. What comes back becomes a document: HTML as its text,
 plain text as is, PDFs whole; anything else is `unsupported_content_type`.
+
+A page the server's web search index holds (`--web-search-index`) is fetched from the index,
+offline, unless the tool says `use_cache: false` (server_tools/search_index.py): the same
+filters apply, and no network is touched.
 """
 
 from __future__ import annotations
@@ -33,8 +37,10 @@ __all__ = [
     "Fetched",
     "Resolver",
     "WebFetcher",
+    "clipped",
     "domain_allowed",
     "domains_allow",
+    "now_iso",
 ]
 
 MAX_URL_LENGTH = 2048  # the API's longest URL in citations
@@ -106,6 +112,18 @@ def page_text(soup: BeautifulSoup) -> tuple[str | None, str]:
     for hidden in soup(["script", "style", "noscript", "template", "head"]):
         hidden.decompose()
     return title, re.sub(r"\n\s*\n+", "\n\n", soup.get_text("\n")).strip()
+
+
+def clipped(text: str, config: WebFetchConfig) -> str:
+    """A page's text within the tool's `max_content_tokens`."""
+    if config.max_content_tokens is None:
+        return text
+    return text[: config.max_content_tokens * CHARS_PER_TOKEN]
+
+
+def now_iso() -> str:
+    """`retrieved_at`: now, in UTC, as the API writes it."""
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _public(address: str) -> bool:
@@ -198,13 +216,11 @@ class WebFetcher:
                 raise FetchFailed(
                     "url_not_accessible", f"the page is larger than {self.policy.max_bytes} bytes"
                 )
-        retrieved_at = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+        retrieved_at = now_iso()
         if media_type == "application/pdf":
             return Fetched(url, media_type, base64.b64encode(bytes(body)).decode(), None, retrieved_at)
         text = bytes(body).decode(response.encoding or "utf-8", errors="replace")
         title = None
         if media_type in _HTML_TYPES:
             title, text = page_text(BeautifulSoup(text, "html.parser"))
-        if config.max_content_tokens is not None:
-            text = text[: config.max_content_tokens * CHARS_PER_TOKEN]
-        return Fetched(url, "text/plain", text, title or None, retrieved_at)
+        return Fetched(url, "text/plain", clipped(text, config), title or None, retrieved_at)

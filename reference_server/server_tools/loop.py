@@ -23,6 +23,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from reference_server.assembly import Outcome, Piece
+from reference_server.citations import QuoteText
+from reference_server.content import RenderedDocument
 from reference_server.engine.base import Generation, Grammar, ToolCall, Turn
 from reference_server.errors import InvalidRequestError, OverloadedError
 from reference_server.ids import new_mcp_tool_use_id, new_server_tool_use_id
@@ -33,6 +35,7 @@ from reference_server.tools.calls import ArgsPiece, CallEnd, CallStart
 from reference_server.tools.definitions import ToolDefinition, ToolPolicy
 from reference_server.tools.grammar import response_grammar
 
+from .citing import citable_fetch, cited_generation
 from .definitions import McpToolConfig, ToolSearchConfig, WebFetchConfig, WebSearchConfig
 from .fetch import FetchFailed, FetchPolicy, WebFetcher
 from .mcp import McpConnector
@@ -56,6 +59,7 @@ __all__ = [
     "ServerToolRuntime",
     "TurnHost",
     "TurnState",
+    "next_generation",
     "server_tool_turn",
 ]
 
@@ -77,9 +81,14 @@ class ServerToolPlan:
     # The result of a server_tool_use the client sent back unanswered (a turn paused before the
     # server ran it): run before generating, shown first. (tool name, result block)
     resumed: tuple[tuple[str, ServerToolResultBlock], ...] = ()
+    documents: int = 0  # the request's documents: a page fetched to cite is numbered after them
 
     def tool(self, name: str) -> ToolDefinition | None:
         return next((tool for tool in self.tools if tool.name == name), None)
+
+    def callable(self, loaded: set[str]) -> tuple[ToolDefinition, ...]:
+        """The tools a later generation of the turn may call: deferred ones once found."""
+        return tuple(t for t in self.tools if not t.deferred or t.name in loaded)
 
 
 class TurnHost(Protocol):
@@ -130,6 +139,7 @@ class TurnState:
     sources: list[UrlSource]  # where a URL must already appear to be fetched
     loaded: set[str]
     uses: Counter[str] = field(default_factory=Counter)
+    cited: list[RenderedDocument] = field(default_factory=list)  # pages fetched to cite, in order
 
     @classmethod
     def of(cls, turns: Sequence[Turn], loaded: frozenset[str]) -> TurnState:
@@ -213,15 +223,27 @@ class ServerToolRuntime:
             return fetch_error(call.id, "max_uses_exceeded")
         if not state.mentions(url, config):
             return fetch_error(call.id, "url_not_in_prior_context")
+        indexed = self.search_index.fetched(url, config) if self.search_index and config.use_cache else None
         try:
-            fetched = await self.fetcher.fetch(url, config)
+            fetched = indexed or await self.fetcher.fetch(url, config)
         except FetchFailed as exc:
             return fetch_error(call.id, exc.code)
         if fetched.media_type == "text/plain":
             state.sources.append(
                 UrlSource("server", "web_fetch", fetched.data)
             )  # its links may be fetched next
-        return fetch_result(call.id, fetched)
+        return fetch_result(call.id, fetched, citable=config.citations)
+
+    def read(
+        self, block: ServerToolResultBlock, plan: ServerToolPlan, state: TurnState, path: str
+    ) -> tuple[str, bool]:
+        """What the model reads of a result the server produced in this turn, and whether it is
+        an error; a page fetched to cite is numbered and kept in `state.cited`."""
+        document = citable_fetch(block, plan.documents + len(state.cited), path)
+        if document is not None:
+            state.cited.append(document)
+            return document.text, False
+        return result_text(block, {t.name: t for t in plan.tools}, path, self.open_result)
 
     def _web_search(self, call: ToolCall, config: WebSearchConfig, state: TurnState) -> ServerToolResultBlock:
         query = call.arguments.get("query")
@@ -242,8 +264,13 @@ class ServerToolRuntime:
 
 
 def continuation_grammar(plan: ServerToolPlan, loaded: set[str]) -> Grammar | None:
-    callable_tools = tuple(t for t in plan.tools if not t.deferred or t.name in loaded)
-    return response_grammar(ToolPolicy("auto", callable_tools, plan.parallel), plan.output_schema)
+    return response_grammar(ToolPolicy("auto", plan.callable(loaded), plan.parallel), plan.output_schema)
+
+
+def next_generation(prepared: PreparedMessage, plan: ServerToolPlan, state: TurnState) -> PreparedMessage:
+    """The turn's next generation as `continued` prepared it, quoting the pages fetched to
+    cite when there are any (server_tools/citing.py)."""
+    return cited_generation(prepared, state.cited, plan.callable(state.loaded), plan.parallel)
 
 
 def server_tool_counts(uses: Counter[str]) -> dict[str, int]:
@@ -264,6 +291,7 @@ async def server_tool_turn(
     state = TurnState.of(turns, plan.loaded)
     for name, block in plan.resumed:  # a call the client sent back unanswered, run in prepare
         state.uses[name] += 1
+        runtime.read(block, plan, state, "server_tool_result")  # numbers a page fetched to cite
         yield ServerResult(block)
     output_tokens = 0
     current, deltas = prepared, generation
@@ -302,8 +330,8 @@ async def server_tool_turn(
                     yield ServerResult(block)
                 call = None
                 continue
-            elif isinstance(piece, str):
-                text.append(piece)
+            elif isinstance(piece, str | QuoteText):
+                text.append(piece if isinstance(piece, str) else piece.text)
             yield piece
         assert outcome is not None
         output_tokens += outcome.output_tokens
@@ -320,9 +348,8 @@ async def server_tool_turn(
             return
         calls = tuple(ToolCall(c.id, c.name, c.input()) for c, _ in executed)
         turns.append(Turn("assistant", "".join(text), tool_calls=calls))
-        by_name = {tool.name: tool for tool in plan.tools}
         for index, (c, block) in enumerate(executed):
-            result, is_error = result_text(block, by_name, f"server_tool_result.{index}", runtime.open_result)
+            result, is_error = runtime.read(block, plan, state, f"server_tool_result.{index}")
             turns.append(Turn("tool", result, tool_call_id=c.id, name=c.name, is_error=is_error))
         grammar = continuation_grammar(plan, state.loaded)
         try:
@@ -331,6 +358,7 @@ async def server_tool_turn(
                 tuple(turns),
                 remaining,
             )
+            current = next_generation(current, plan, state)
             deltas = await host.start(current)
         except InvalidRequestError:  # the results left no room in the context window
             yield Outcome("model_context_window_exceeded", None, output_tokens, counts)

@@ -45,10 +45,13 @@ Sealer = Callable[[str], str]  # a page's text → encrypted_content
 Opener = Callable[[str], str | None]  # encrypted_content → the text, None when it does not verify
 
 
-def fetch_result(tool_use_id: str, fetched: Fetched) -> WebFetchToolResultBlock:
+def fetch_result(tool_use_id: str, fetched: Fetched, *, citable: bool = False) -> WebFetchToolResultBlock:
+    """A fetch's result block; `citable`: the document has citations on (server_tools/citing.py)."""
     source = {"type": "base64" if fetched.media_type == "application/pdf" else "text"}
     source |= {"media_type": fetched.media_type, "data": fetched.data}
     document: dict[str, Any] = {"type": "document", "source": source, "title": fetched.title}
+    if citable:
+        document["citations"] = {"enabled": True}
     content = {
         "type": "web_fetch_result",
         "url": fetched.url,

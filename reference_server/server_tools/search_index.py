@@ -10,6 +10,9 @@ starts; the directory is read once.
 
 `user_location` has no geographic data to select on here; it orders results: among the
 matches, documents that name the user's city or region come first.
+
+The index is also the server's offline copy of those pages: a web fetch of an indexed URL is
+answered from it (`WebSearchIndex.fetched`), so a search's result can be fetched and cited.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from urllib.parse import urlsplit
 
 from bs4 import BeautifulSoup
 
-from .fetch import domains_allow, page_text
+from .definitions import WebFetchConfig
+from .fetch import Fetched, clipped, domain_allowed, domains_allow, now_iso, page_text
 
 __all__ = ["INVALID_HOST", "SearchHit", "WebSearchIndex"]
 
@@ -86,6 +90,21 @@ class WebSearchIndex:
         if places:
             hits.sort(key=lambda hit: not any(p in f"{hit.title}\n{hit.text}".lower() for p in places))
         return hits[:limit]
+
+    def fetched(self, url: str, config: WebFetchConfig) -> Fetched | None:
+        """The indexed page at `url` as a web fetch's document (its text, as a fetch of the
+        page reads it), or None: not indexed, or not allowed by the tool's domain filters (the
+        network fetch then refuses or fails it as it would any URL)."""
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+        if parts.scheme not in ("http", "https") or not domain_allowed(host, config):
+            return None
+        row = self._db.execute(
+            "SELECT title, body FROM docs WHERE url IN (?, ?) LIMIT 1", (url, url.rstrip("/"))
+        ).fetchone()
+        if row is None:
+            return None
+        return Fetched(url, "text/plain", clipped(row[1], config), row[0] or None, now_iso())
 
 
 def _domain_ok(url: str, allowed: tuple[str, ...] | None, blocked: tuple[str, ...]) -> bool:

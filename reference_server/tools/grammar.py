@@ -28,7 +28,7 @@ from reference_server.engine.toolformat import CALL_OPEN, CALL_SEPARATOR, CALL_S
 
 from .definitions import ToolDefinition, ToolPolicy
 
-__all__ = ["json_schema_grammar", "response_grammar"]
+__all__ = ["call_rules", "json_schema_grammar", "response_grammar"]
 
 # Text that never contains the call tag: answers that are not calls cannot fake one.
 _TEXT = "TEXT: /(?s:.*)/ & ~/(?s:.*<tool_call>.*)/"
@@ -96,11 +96,11 @@ def response_grammar(policy: ToolPolicy, output_schema: Mapping[str, Any] | None
     else:
         start = f"{_literal(CALL_OPEN)} calls"
     if policy.may_call:
-        rules += _call_rules(policy.tools, parallel=policy.parallel)
+        rules += call_rules(policy.tools, parallel=policy.parallel)
     return Grammar("\n".join([f"start: {start}", *rules]) + "\n")
 
 
-def _call_rules(tools: Sequence[ToolDefinition], *, parallel: bool) -> list[str]:
+def call_rules(tools: Sequence[ToolDefinition], *, parallel: bool) -> list[str]:
     """`calls`: one call, or calls joined by the separator; each call's text after the tag."""
     more = f" ({_literal(CALL_SEPARATOR + CALL_OPEN)} call)*" if parallel else ""
     rules = [f"calls: call{more}", "call: " + " | ".join(f"call_{i}" for i in range(len(tools)))]

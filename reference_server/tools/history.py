@@ -29,9 +29,10 @@ __all__ = ["check_tool_pairing", "tool_call", "tool_result_turn"]
 
 _TOOL_USE_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 # A reader of the content blocks a tool result may hold besides text and tool references
-# (search results, documents): (block, its path) -> the text the model reads, or None when it
-# reads no such block. The caller's, so that this module knows nothing of documents.
-NestedReader = Callable[[dict[str, Any], str], str | None]
+# (search results, documents): (block, its path, its position in the result) -> the text the
+# model reads, or None when it reads no such block. The caller's, so that this module knows
+# nothing of documents.
+NestedReader = Callable[[dict[str, Any], str, int], str | None]
 NEEDS_TOOLS = "Requests which include `tool_use` or `tool_result` blocks must define tools."
 
 
@@ -127,7 +128,7 @@ def tool_result_turn(
             if kind == "tool_reference" and isinstance(item.get("tool_name"), str):
                 texts.append(reference_text(item["tool_name"], tools or {}))
                 continue
-            read = nested(item, f"{path}.content.{position}") if nested and kind != "text" else None
+            read = nested(item, f"{path}.content.{position}", position) if nested and kind != "text" else None
             if read is not None:
                 texts.append(read)
                 continue

@@ -2,7 +2,8 @@
 translators get Anthropic's own tools wrong: client-tool ids on server calls, searches that
 return every tool, deferred tools counted, undocumented error codes, usage left at 0, server
 call input sent whole, private pages fetched, a tool's type used as its name, the redaction test
-string ignored, and paused turns refused when sent back."""
+string ignored, paused turns refused when sent back, and a fetched page's citations counted
+from 1."""
 
 from __future__ import annotations
 
@@ -142,6 +143,26 @@ def _mcp_as_client_calls(_: Request, data: JSONDict) -> None:
     data["stop_reason"] = "tool_use"
 
 
+def _one_based(citation: Any) -> None:
+    """Character indexes counted from 1 (a translator's off-by-one)."""
+    if isinstance(citation, dict) and citation.get("type") == "char_location":
+        for key in ("start_char_index", "end_char_index"):
+            if isinstance(citation.get(key), int):
+                citation[key] += 1
+
+
+def _one_based_citations(_: Request, data: JSONDict) -> None:
+    for block in _blocks(data, "text"):
+        for citation in block.get("citations") or ():
+            _one_based(citation)
+
+
+def _one_based_delta(payload: JSONDict) -> None:
+    delta = payload.get("delta")
+    if isinstance(delta, dict) and delta.get("type") == "citations_delta":
+        _one_based(delta.get("citation"))
+
+
 def server_tool_fault_catalogue() -> dict[str, Fault]:
     return {
         "SRVTOOL-001": Fault(
@@ -175,5 +196,10 @@ def server_tool_fault_catalogue() -> dict[str, Fault]:
         "SRVTOOL-012": Fault("web fetch domain filters ignored", response=message_json(_filters_ignored)),
         "SRVTOOL-011": Fault(
             "MCP calls passed on as client tool calls", response=message_json(_mcp_as_client_calls)
+        ),
+        "SRVTOOL-014": Fault(
+            "a fetched page's character indexes counted from 1",
+            response=message_json(_one_based_citations),
+            frames=edit_payloads("content_block_delta", _one_based_delta),
         ),
     }

@@ -170,3 +170,47 @@ def test_a_kill_mid_upload_leaves_nothing_listed(tmp_path: Path) -> None:
     assert not any((tmp_path / "files").iterdir())
     store.close()
     assert os.path.exists(tmp_path / "files.sqlite3")
+
+
+def test_citations_of_a_file_document_in_a_tool_result_name_the_file(tmp_path: Path) -> None:
+    """Document 0 is read from a file inside a tool_result, document 1 is inline text."""
+    engine = ScriptedEngine(
+        "<cite 0>The harbour opens at six. </cite><cite 1>Ferries leave at noon.</cite>",
+        model_id="scripted",
+        context_window=4096,
+    )
+    tool = {"name": "lookup", "description": "Looks up notes", "input_schema": {"type": "object"}}
+    with make_client(engine, data_dir=tmp_path) as client:
+        client.headers.update(HEADERS)
+        meta = upload(client, TEXT.encode())
+        cited = {"enabled": True}
+        returned = {
+            "type": "tool_result",
+            "tool_use_id": "toolu_1",
+            "content": [
+                {"type": "document", "source": {"type": "file", "file_id": meta["id"]}, "citations": cited}
+            ],
+        }
+        inline = {
+            "type": "document",
+            "source": {"type": "text", "media_type": "text/plain", "data": "Ferries leave at noon."},
+            "citations": cited,
+        }
+        body = {
+            "model": "scripted",
+            "max_tokens": 200,
+            "tools": [tool],
+            "tool_choice": {"type": "none"},
+            "messages": [
+                {"role": "user", "content": "When?"},
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {}}],
+                },
+                {"role": "user", "content": [returned, inline]},
+            ],
+        }
+        response = client.post("/v1/messages", json=body)
+    assert response.status_code == 200, response.text
+    citations = [block["citations"][0] for block in response.json()["content"]]
+    assert [(c["document_index"], c["file_id"]) for c in citations] == [(0, meta["id"]), (1, None)]

@@ -148,7 +148,6 @@ def test_a_tool_found_earlier_is_callable_and_a_deferred_one_is_not():
         ([{**REGEX, "name": "search"}], "tools.0.name: Input should be 'tool_search_tool_regex'"),
         ([{**FETCH, "allowed_domains": ["a.com"], "blocked_domains": ["b.com"]}], "cannot both be set"),
         ([{**FETCH, "max_uses": 0}], "tools.0.max_uses"),
-        ([{**FETCH, "citations": {"enabled": True}}], "citations of fetched pages are not served"),
         (
             [
                 {
@@ -552,3 +551,105 @@ def test_a_client_side_search_loads_tools_by_tool_reference():
     assert response.status_code == 200, response.text
     assert response.json()["content"][0]["name"] == "get_weather"
     assert '"name": "get_weather"' in engine.requests[0].turns[-1].text
+
+
+CITING = {**FETCH, "citations": {"enabled": True}}
+QUOTE = "<cite {}>The plumb line is vertical.</cite> So it is."
+
+
+def test_a_page_fetched_with_citations_on_is_quoted_with_a_char_location():
+    """The page is document 1 after the request's own document; the model read it with the header
+    of a citable document, and the answer's quote is a text block with its citation."""
+    with serving_pages() as site:
+        url = f"{site.url}/page"
+        client, engine = client_for(
+            calling(ToolCall("x", "web_fetch", {"url": url}), then=QUOTE.format(1)), allow_private_fetch=True
+        )
+        note = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "A note."}}
+        content = [note, {"type": "text", "text": f"Read {url}"}]
+        with client:
+            message = client.post("/v1/messages", json=body([CITING], content)).json()
+            events = sse_events(client.post("/v1/messages", json=body([CITING], content, stream=True)).text)
+    assert types(message) == ["server_tool_use", "web_fetch_tool_result", "text", "text"]
+    document = message["content"][1]["content"]["content"]
+    assert document["citations"] == {"enabled": True}
+    quoted, after = message["content"][2:]
+    assert quoted["text"] == "The plumb line is vertical."
+    assert quoted["citations"] == [
+        {
+            "type": "char_location",
+            "cited_text": "The plumb line is vertical.",
+            "document_index": 1,
+            "document_title": "Plumb page",
+            "file_id": None,
+            "start_char_index": 0,
+            "end_char_index": 27,
+        }
+    ]
+    assert after == {"type": "text", "text": " So it is.", "citations": None}
+    read = engine.requests[1].turns[-1].text
+    assert "The plumb line is vertical." in read
+    assert "<cite 1>" in read  # the header of a citable document: how to quote it
+    deltas = [e["delta"] for e in events if e["type"] == "content_block_delta"]
+    assert [d["citation"] for d in deltas if d["type"] == "citations_delta"] == quoted["citations"]
+
+
+def test_without_citations_on_the_tool_a_cite_tag_is_only_text():
+    with serving_pages() as site:
+        url = f"{site.url}/page"
+        client, _ = client_for(
+            calling(ToolCall("x", "web_fetch", {"url": url}), then=QUOTE.format(0)), allow_private_fetch=True
+        )
+        with client:
+            message = client.post("/v1/messages", json=body([FETCH], f"Read {url}")).json()
+    assert "citations" not in message["content"][1]["content"]["content"]
+    assert message["content"][2] == {"type": "text", "text": QUOTE.format(0), "citations": None}
+
+
+def test_a_quote_may_be_followed_by_a_call_in_the_same_generation():
+    """After a page fetched to cite, the next generation quotes it and may then call a tool."""
+    with serving_pages() as site:
+        url = f"{site.url}/page"
+        then = QUOTE.format(0) + render_call(ToolCall("y", "get_time", {}))
+        client, _ = client_for(
+            calling(ToolCall("x", "web_fetch", {"url": url}), then=then), allow_private_fetch=True
+        )
+        with client:
+            message = client.post("/v1/messages", json=body([CITING, CLOCK], f"Read {url}")).json()
+    assert types(message) == ["server_tool_use", "web_fetch_tool_result", "text", "text", "tool_use"]
+    assert message["content"][2]["citations"][0]["cited_text"] == "The plumb line is vertical."
+    assert message["content"][4]["name"] == "get_time"
+    assert message["stop_reason"] == "tool_use"
+
+
+def test_citations_of_fetched_pages_refuse_structured_outputs():
+    client, _ = client_for("{}")
+    output = {"format": {"type": "json_schema", "schema": {"type": "object"}}}
+    with client:
+        response = client.post("/v1/messages", json=body([CITING], output_config=output))
+    refused(response, "citations enabled on web fetch")
+
+
+def test_an_indexed_page_is_fetched_from_the_index_without_the_network(index_dir):
+    """The search index is the server's offline copy of its pages: no address is resolved (the
+    URL's domain does not exist), the domain filters still apply."""
+    url = "https://tides.example/brest"
+    client, engine = client_for(calling(ToolCall("x", "web_fetch", {"url": url})), web_search_index=index_dir)
+    with client:
+        message = client.post("/v1/messages", json=body([FETCH], f"Read {url}")).json()
+        blocked = client.post(
+            "/v1/messages", json=body([{**FETCH, "blocked_domains": ["tides.example"]}], f"Read {url}")
+        ).json()
+        live = {"type": "web_fetch_20260309", "name": "web_fetch", "use_cache": False}
+        uncached = client.post("/v1/messages", json=body([live], f"Read {url}")).json()
+    page = message["content"][1]["content"]
+    assert page["type"] == "web_fetch_result"
+    assert page["content"]["title"] == "Tides of Brest"
+    assert page["content"]["source"]["data"] == "High tide in Brest is at noon."
+    assert "High tide in Brest is at noon." in engine.requests[1].turns[-1].text
+    assert blocked["content"][1]["content"] == {
+        "type": "web_fetch_tool_result_error",
+        "error_code": "url_not_allowed",
+    }
+    # use_cache false: the network only, where the reserved domain never resolves
+    assert uncached["content"][1]["content"]["error_code"] == "url_not_accessible"

@@ -1,8 +1,8 @@
 """Anthropic's own tools end to end: `python -m reference_server` on MLX (tiny-random) over a
 real socket, driven by the official SDK: a bash call valid against the documented schema, a
 regex tool search that finds a deferred tool and goes on, a web fetch of a loopback page (read
-with --allow-private-fetch, refused without it and never requested), a web search on a local
-index, an MCP tool on a loopback MCP server listed and called, and usage.server_tool_use.
+with --allow-private-fetch, refused without it and never requested), an indexed page fetched
+with citations on and quoted verbatim, a web search on a local index, an MCP tool on a loopback MCP server listed and called, and usage.server_tool_use.
 
 The random model writes random search queries and URLs, so where the words matter the call is
 one the client sends back unanswered (a paused turn), which the server runs first."""
@@ -137,6 +137,27 @@ def test_a_loopback_page_is_fetched_only_with_the_flag(open_url, default_url):
         assert page.content.source.data == "The plumb line is vertical."
         assert site.hits == ["/page"]
         assert fetched.usage.server_tool_use.web_fetch_requests >= 1
+
+
+def test_a_page_fetched_with_citations_on_is_quoted_verbatim(open_url):
+    """The indexed page, fetched from the index: whatever the random model does, the answer after
+    the fetch opens with a quote of whole sentences of the page, at the right characters."""
+    url = "https://tides.example/brest"
+    call = {"type": "server_tool_use", "id": "srvtoolu_e2e5", "name": "web_fetch", "input": {"url": url}}
+    tools = [{**FETCH, "citations": {"enabled": True}}]
+    with sdk(open_url) as client:
+        message = create(client, messages=paused(f"What does {url} say?", call), tools=tools)
+    page = message.content[0].content
+    assert page.type == "web_fetch_result"
+    text = page.content.source.data
+    assert text == "# Tides of Brest\nHigh tide at noon."
+    cited = message.content[1]
+    assert cited.type == "text"
+    assert cited.citations is not None
+    (citation,) = cited.citations
+    assert citation.type == "char_location"
+    assert citation.document_index == 0
+    assert citation.cited_text == cited.text == text[citation.start_char_index : citation.end_char_index]
 
 
 def test_forced_server_calls_are_counted_in_usage(open_url):
