@@ -24,7 +24,7 @@ from reference_server.files.store import FileStore
 from reference_server.ids import request_id_of
 from reference_server.observability import ServingMetrics
 from reference_server.observability.hooks import observe_response, timed
-from reference_server.openai import ChatCompletionsService
+from reference_server.openai import CHAT_COMPLETIONS_PATH, ChatCompletionsService
 from reference_server.ratelimits import Limits, RateLimiter
 from reference_server.routes import route_handlers
 from reference_server.server_tools.fetch import FetchPolicy
@@ -129,13 +129,15 @@ async def _add_request_id(message: Message, scope: Scope) -> None:
 
 
 async def _add_rate_limit_headers(message: Message, scope: Scope) -> None:
-    """The `anthropic-ratelimit-*` headers on every response while rate limits are on."""
+    """The `anthropic-ratelimit-*` headers on every response while rate limits are on; OpenAI's
+    `x-ratelimit-*` on the chat completions route, where OpenAI clients read them."""
     if message["type"] != "http.response.start":
         return
     limiter: RateLimiter | None = getattr(scope["app"].state, "limiter", None)
     if limiter is not None:
         headers = MutableScopeHeaders.from_message(message)
-        for name, value in limiter.headers().items():
+        openai = scope.get("path") == CHAT_COMPLETIONS_PATH
+        for name, value in (limiter.openai_headers() if openai else limiter.headers()).items():
             headers[name] = value
 
 

@@ -85,6 +85,12 @@ class RateLimitError(APIError):
     status_code = 429
     error_type = "rate_limit_error"
 
+    def __init__(
+        self, message: str, *, limit: str = "requests", headers: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(message, headers=headers)
+        self.limit = limit  # the limit met: requests, input or output (tokens)
+
 
 class InternalServerError(APIError):
     status_code = 500

@@ -17,7 +17,7 @@ from reference_server.errors import NotFoundError
 from reference_server.files import file_route_handlers
 from reference_server.ids import request_id_of
 from reference_server.observability.routes import observability_route_handlers
-from reference_server.openai import ChatCompletionsService, parse_request, sse_chunks
+from reference_server.openai import CHAT_COMPLETIONS_PATH, ChatCompletionsService, parse_request, sse_chunks
 from reference_server.openai import exception_handlers as openai_exception_handlers
 from reference_server.openai import models as openai_models
 from reference_server.openai.errors import model_not_found
@@ -133,7 +133,7 @@ async def get_model(request: AnyRequest) -> Response[Any]:
 
 
 @post(
-    "/v1/chat/completions",
+    CHAT_COMPLETIONS_PATH,
     status_code=200,
     opt={"dialect": "openai"},  # the guard skips `anthropic-version`
     exception_handlers=openai_exception_handlers,  # type: ignore[arg-type]
@@ -142,14 +142,28 @@ async def create_chat_completion(request: AnyRequest) -> Response[Any]:
     service: ChatCompletionsService = request.app.state.chat
     params = parse_request(await request.body(), request.headers.get("content-type"))
     prepared = await service.prepare(params)
-    generation = await service.start(prepared)
+    ticket = _admit(request, prepared.plan)  # the same limits as /v1/messages, before any byte
+    try:
+        generation = await service.start(prepared)
+    except BaseException:
+        if ticket is not None:
+            ticket.settle(0)  # nothing was generated
+        raise
     headers = {"x-request-id": request_id_of(request.scope)}  # where the OpenAI SDK reads it
     if params.stream:
-        return _event_stream(sse_chunks(service.stream(prepared, generation)), generation, headers)
+        settle = ticket.settle if ticket is not None else None
+        chunks = sse_chunks(service.stream(prepared, generation, settle=settle))
+        return _event_stream(chunks, generation, headers, ticket=ticket)
     try:
         completion = await _unless_disconnected(request.receive, service.create(prepared, generation))
+    except BaseException:
+        if ticket is not None:
+            ticket.settle()  # cut off or failed: the estimate stands
+        raise
     finally:
         await generation.aclose()
+    if ticket is not None and completion.usage is not None:
+        ticket.settle(completion.usage.completion_tokens)
     return Response(completion.model_dump(mode="json"), media_type="application/json", headers=headers)
 
 

@@ -9,6 +9,12 @@ from __future__ import annotations
 from .chunks import sse_chunks
 from .errors import exception_handlers
 from .mapping import parse_request
-from .serving import ChatCompletionsService
+from .serving import CHAT_COMPLETIONS_PATH, ChatCompletionsService
 
-__all__ = ["ChatCompletionsService", "exception_handlers", "parse_request", "sse_chunks"]
+__all__ = [
+    "CHAT_COMPLETIONS_PATH",
+    "ChatCompletionsService",
+    "exception_handlers",
+    "parse_request",
+    "sse_chunks",
+]

@@ -10,7 +10,7 @@ from typing import Any
 from litestar import Request, Response
 from litestar.exceptions import HTTPException
 
-from reference_server.errors import APIError, from_exception
+from reference_server.errors import APIError, RateLimitError, from_exception
 
 from .responses import ErrorBody, ErrorDetail
 
@@ -55,6 +55,9 @@ def to_openai_error(exc: BaseException) -> OpenAIError:
     """Any exception as an OpenAIError; the shared wire errors keep their status and message."""
     if isinstance(exc, OpenAIError):
         return exc
+    if isinstance(exc, RateLimitError):  # OpenAI's 429: the kind of limit as its type
+        kind = "requests" if exc.limit == "requests" else "tokens"
+        return OpenAIError(exc.message, status_code=429, type=kind, code="rate_limit_exceeded")
     error = from_exception(exc)
     if error.status_code == 401:
         return OpenAIError("Incorrect API key provided.", status_code=401, code="invalid_api_key")

@@ -7,7 +7,7 @@ are assembled into a `ChatCompletion` or its chunks. Only OpenAI's shapes live h
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +45,9 @@ from .responses import (
     new_completion_id,
 )
 
-__all__ = ["ChatCompletionsService", "PreparedCompletion"]
+__all__ = ["CHAT_COMPLETIONS_PATH", "ChatCompletionsService", "PreparedCompletion"]
+
+CHAT_COMPLETIONS_PATH = "/v1/chat/completions"
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,10 +139,14 @@ class ChatCompletionsService:
         )
 
     async def stream(
-        self, prepared: PreparedCompletion, generation: Generation | None = None
+        self,
+        prepared: PreparedCompletion,
+        generation: Generation | None = None,
+        settle: Callable[[int], None] | None = None,
     ) -> AsyncGenerator[ChatCompletionChunk, None]:
         """The same completion as `create`, as chunks: the role first, then text and tool-call
-        deltas, a last choice chunk with the finish reason, and the usage chunk if asked."""
+        deltas, a last choice chunk with the finish reason, and the usage chunk if asked.
+        `settle` is told the output tokens once they are known (the rate limits' refund)."""
         head: dict[str, Any] = {
             "id": new_completion_id(),
             "created": int(time.time()),
@@ -172,6 +178,8 @@ class ChatCompletionsService:
                 call = ToolCallDelta(index=index, function=FunctionDelta(arguments=piece.json))
                 yield chunk(ChoiceDelta(tool_calls=[call]))
         assert outcome is not None
+        if settle is not None:
+            settle(outcome.output_tokens)
         yield chunk(ChoiceDelta(), _finish_reason(outcome.stop_reason))
         if prepared.include_usage:
             yield ChatCompletionChunk(**head, choices=[], usage=_usage(prepared.plan, outcome))

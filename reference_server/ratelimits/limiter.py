@@ -1,19 +1,20 @@
 """The server's rate limits: requests, input tokens and output tokens per minute, each a token
 bucket (buckets.py), shared by every caller of this server (it accepts one API key at most).
 
-Only `POST /v1/messages` is limited, as the API limits message creation (count_tokens and
-batches have limits of their own there). A request is admitted when every bucket holds its
-cost: one request, the prompt's input tokens, and `max_tokens` output tokens (the API
-estimates output from `max_tokens` and adjusts at the end: `Ticket.settle` gives back what was
-not generated, and the cache reads, which do not count towards the input limit). Past a limit
-the answer is a 429 `rate_limit_error` with `retry-after` (whole seconds until the request
-fits); a request larger than a whole minute's limit can never fit, and says so
-(`x-should-retry: false`, which the SDKs obey).
+Only `POST /v1/messages` and `POST /v1/chat/completions` are limited (the same buckets), as the
+API limits message creation (count_tokens and batches have limits of their own there). A
+request is admitted when every bucket holds its cost: one request, the prompt's input tokens,
+and `max_tokens` output tokens (the API estimates output from `max_tokens` and adjusts at the
+end: `Ticket.settle` gives back what was not generated, and the cache reads, which do not
+count towards the input limit). Past a limit the answer is a 429 `rate_limit_error` with
+`retry-after` (whole seconds until the request fits); a request larger than a whole minute's
+limit can never fit, and says so (`x-should-retry: false`, which the SDKs obey).
 
 While limits are on, every response carries the documented headers
 `anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,reset}`
 (`reset`: RFC 3339, when the bucket is full again; `tokens-*`: the more restrictive of the
-token limits now), for the limits that are set.
+token limits now), for the limits that are set; the chat completions route carries OpenAI's
+`x-ratelimit-*` instead, and its 429 is OpenAI's (openai/errors.py).
 """
 
 from __future__ import annotations
@@ -121,6 +122,7 @@ class RateLimiter:
             return RateLimitError(
                 f"This request ({costs[name]} {_UNIT[name]}) would exceed the rate limit of {limit}"
                 f" {_UNIT[name]} per minute ({_FLAG[name]}) on its own: lower it or raise the limit.",
+                limit=name,
                 headers=headers,
             )
         seconds = max(1, math.ceil(wait))
@@ -128,6 +130,7 @@ class RateLimiter:
         return RateLimitError(
             f"This request would exceed the rate limit of {limit} {_UNIT[name]} per minute"
             f" ({_FLAG[name]}). Please retry after {seconds} s.",
+            limit=name,
             headers=headers,
         )
 
@@ -138,11 +141,26 @@ class RateLimiter:
         out: dict[str, str] = {}
         for name, bucket in buckets.items():
             out |= _family(_FAMILY[name], bucket, wall)
-        tokens = [buckets[name] for name in ("input", "output") if name in buckets]
-        if tokens:
-            tightest = min(tokens, key=lambda b: b.level / b.capacity)
+        if (tightest := self._tightest_tokens()) is not None:
             out |= _family("tokens", tightest, wall)
         return out
+
+    def openai_headers(self) -> dict[str, str]:
+        """OpenAI's `x-ratelimit-{limit,remaining,reset}-{requests,tokens}` headers, for the chat
+        completions route (`reset`: how long until the bucket is full, as OpenAI writes it:
+        `1s`, `6m0s`, `20ms`); `tokens` is the tighter of the two token limits, as above."""
+        buckets = self._refilled()
+        out: dict[str, str] = {}
+        for family, bucket in (("requests", buckets.get("requests")), ("tokens", self._tightest_tokens())):
+            if bucket is not None:
+                out[f"x-ratelimit-limit-{family}"] = str(bucket.capacity)
+                out[f"x-ratelimit-remaining-{family}"] = str(bucket.remaining)
+                out[f"x-ratelimit-reset-{family}"] = _duration(bucket.until_full())
+        return out
+
+    def _tightest_tokens(self) -> TokenBucket | None:
+        tokens = [self._buckets[name] for name in ("input", "output") if name in self._buckets]
+        return min(tokens, key=lambda b: b.level / b.capacity) if tokens else None
 
 
 def _family(family: str, bucket: TokenBucket, wall: float) -> dict[str, str]:
@@ -153,6 +171,15 @@ def _family(family: str, bucket: TokenBucket, wall: float) -> dict[str, str]:
         f"{prefix}-remaining": str(bucket.remaining),
         f"{prefix}-reset": reset.isoformat(timespec="seconds").replace("+00:00", "Z"),
     }
+
+
+def _duration(seconds: float) -> str:
+    """A duration as OpenAI's rate-limit headers write it (Go's form): `20ms`, `1.5s`, `6m0s`."""
+    if seconds < 1:
+        return f"{round(seconds * 1000)}ms"
+    minutes, rest = divmod(round(seconds, 3), 60)
+    text = f"{rest:.3f}".rstrip("0").rstrip(".") + "s"
+    return f"{int(minutes)}m{text}" if minutes else text
 
 
 async def metered(events: AsyncIterator[E], ticket: Ticket) -> AsyncIterator[E]:

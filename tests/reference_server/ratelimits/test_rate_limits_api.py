@@ -1,7 +1,7 @@
 """Rate limits on the scripted engine, through the app: the 429 in the Anthropic envelope with
 retry-after, the ratelimit headers on every response while limits are on (errors and 404s
 too) and on none while they are off, count_tokens not limited, and a stream's output estimate
-settled from its final usage."""
+settled from its final usage; chat completions on the same limits, in OpenAI's shapes."""
 
 from __future__ import annotations
 
@@ -71,3 +71,54 @@ def test_a_stream_settles_the_output_estimate_from_its_usage(scripted_engine: Sc
     # both answers gave back what they did not generate: each generated usage.output_tokens
     remaining = int(after["anthropic-ratelimit-output-tokens-remaining"])
     assert remaining == 1000 - 2 * usage["output_tokens"]
+
+
+CHAT: dict[str, Any] = {
+    "model": "scripted",
+    "max_tokens": 50,
+    "messages": [{"role": "user", "content": "Hi"}],
+}
+
+
+def test_chat_completions_share_the_limits_in_openais_shapes(scripted_engine: ScriptedEngine) -> None:
+    with make_client(scripted_engine, rate_limit_rpm=2, rate_limit_otpm=1000) as client:
+        client.headers.update(HEADERS)
+        client.app.state.limiter = RateLimiter(
+            Limits(rpm=2, otpm=1000), clock=lambda: 0.0, wall=lambda: 0.0
+        )  # still: only refunds move the buckets
+        message = client.post("/v1/messages", json=BODY)
+        chat = client.post("/v1/chat/completions", json=CHAT)
+        assert (message.status_code, chat.status_code) == (200, 200)
+        assert chat.headers["x-ratelimit-limit-requests"] == "2"
+        assert chat.headers["x-ratelimit-remaining-requests"] == "0"  # the message took one
+        assert chat.headers["x-ratelimit-reset-requests"] == "1m0s"  # two a minute, both spent
+        generated = message.json()["usage"]["output_tokens"] + chat.json()["usage"]["completion_tokens"]
+        assert chat.headers["x-ratelimit-remaining-tokens"] == str(1000 - generated)  # refunds settled
+        assert not [name for name in chat.headers if name.startswith("anthropic-ratelimit-")]
+        limited = client.post("/v1/chat/completions", json=CHAT)
+        assert limited.status_code == 429
+        assert limited.json() == {
+            "error": {
+                "message": limited.json()["error"]["message"],
+                "type": "requests",
+                "param": None,
+                "code": "rate_limit_exceeded",
+            }
+        }
+        assert "retry-after" in limited.headers
+        assert client.post("/v1/messages", json=BODY).status_code == 429  # the same bucket
+
+
+def test_a_streamed_chat_completion_settles_its_output(scripted_engine: ScriptedEngine) -> None:
+    with make_client(scripted_engine, rate_limit_otpm=1000) as client:
+        client.headers.update(HEADERS)
+        client.app.state.limiter = RateLimiter(Limits(otpm=1000), clock=lambda: 0.0, wall=lambda: 0.0)
+        streamed = {**CHAT, "max_tokens": 200, "stream": True, "stream_options": {"include_usage": True}}
+        with client.stream("POST", "/v1/chat/completions", json=streamed) as stream:
+            assert stream.headers["x-ratelimit-remaining-tokens"] == "800"
+            text = "".join(stream.iter_text())
+        assert "[DONE]" in text
+        after = client.post("/v1/chat/completions", json={**CHAT, "max_tokens": 1})
+    usage = [line for line in text.splitlines() if '"usage":{' in line][-1]
+    generated = int(usage.split('"completion_tokens":')[1].split(",")[0])
+    assert after.headers["x-ratelimit-remaining-tokens"] == str(1000 - generated - 1)

@@ -1,13 +1,17 @@
 """Rate limits end to end: the reference server on tiny-random with `--rate-limit-rpm 2`, over a
-real socket, through the official SDK: the third request in a minute is a RateLimitError (429,
-`retry-after`), and the SDK's own retry, which waits what `retry-after` says, then succeeds."""
+real socket, through the official SDKs: a chat completion (OpenAI's SDK) draws on the same limit
+as a message, with OpenAI's `x-ratelimit-*` headers; the third request in a minute is a
+RateLimitError in each SDK (429, `retry-after`, each API's error shape), and the Anthropic SDK's
+own retry, which waits what `retry-after` says, then succeeds."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import anthropic
+import openai
 import pytest
 
 from conformance.launcher import reference_server
@@ -37,7 +41,21 @@ def test_the_third_request_is_a_429_and_the_sdks_retry_succeeds(url: str) -> Non
         )
         assert first.headers["anthropic-ratelimit-requests-limit"] == "2"
         assert first.headers["anthropic-ratelimit-requests-remaining"] == "1"
-        ask(once)
+        with openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0) as chat:
+            chat_messages: Any = [{"role": "user", "content": "Hi"}]
+            completed = chat.chat.completions.with_raw_response.create(
+                model=MODEL, max_tokens=2, messages=chat_messages
+            )
+            assert completed.headers["x-ratelimit-limit-requests"] == "2"
+            assert completed.headers["x-ratelimit-remaining-requests"] == "0"
+            assert completed.headers["x-ratelimit-reset-requests"].endswith("s")
+            assert "anthropic-ratelimit-requests-limit" not in completed.headers
+            with pytest.raises(openai.RateLimitError) as limited:
+                chat.chat.completions.create(model=MODEL, max_tokens=2, messages=chat_messages)
+        assert limited.value.status_code == 429
+        assert limited.value.code == "rate_limit_exceeded"
+        assert limited.value.type == "requests"
+        assert int(limited.value.response.headers["retry-after"]) >= 1
         with pytest.raises(anthropic.RateLimitError) as caught:
             ask(once)
     error = caught.value
