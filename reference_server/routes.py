@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Awaitable
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from functools import partial
 from typing import Any, TypeVar
 
 from litestar import Request, Response, get, post
@@ -50,15 +51,7 @@ async def create_message(request: AnyRequest) -> Response[Any]:
     service = _service(request)
     params = parse_body(await request.body(), request.headers.get("content-type"), MessageCreateParams)
     prepared = await service.prepare(params, _betas(request))
-    # Admitted before the response starts, so a rate limit is a 429 and an overload a 529, not
-    # an in-stream error.
-    ticket = _admit(request, prepared)
-    try:
-        generation = await service.start(prepared)
-    except BaseException:
-        if ticket is not None:
-            ticket.settle(0)  # nothing was generated
-        raise
+    ticket, generation = await _admitted(request, prepared, partial(service.start, prepared))
     if params.stream:
         settings: Settings = request.app.state.settings
         events = service.stream(prepared, generation)
@@ -68,25 +61,39 @@ async def create_message(request: AnyRequest) -> Response[Any]:
             request_id=request_id_of(request.scope),
         )
         return _event_stream(frames, generation, ticket=ticket)
-    try:
-        message = await _unless_disconnected(request.receive, service.create(prepared, generation))
-    except BaseException:
-        if ticket is not None:
-            ticket.settle()  # cut off or failed: the estimate stands
-        raise
-    finally:
-        await generation.aclose()  # a no-op after a whole answer; frees the slot otherwise
+    message = await _whole(request, service.create(prepared, generation), generation, ticket)
     if ticket is not None:
         ticket.settle(message.usage.output_tokens, message.usage.cache_read_input_tokens)
     return _json(message)
 
 
-def _admit(request: AnyRequest, prepared: PreparedMessage) -> Ticket | None:
-    """Charge the rate limits, if they are on (ratelimits/): a 429 past them."""
+async def _admitted(
+    request: AnyRequest, prepared: PreparedMessage, start: Callable[[], Awaitable[Generation]]
+) -> tuple[Ticket | None, Generation]:
+    """Charge the rate limits (if on: ratelimits/), then start the generation: both before the
+    response starts, so a rate limit is a 429 and an overload a 529, never an in-stream error.
+    A generation that does not start is charged nothing."""
     limiter: RateLimiter | None = request.app.state.limiter
-    if limiter is None:
-        return None
-    return limiter.admit(prepared.input_tokens, prepared.request.max_tokens)
+    ticket = limiter.admit(prepared.input_tokens, prepared.request.max_tokens) if limiter else None
+    try:
+        return ticket, await start()
+    except BaseException:
+        if ticket is not None:
+            ticket.settle(0)
+        raise
+
+
+async def _whole(request: AnyRequest, work: Awaitable[T], generation: Generation, ticket: Ticket | None) -> T:
+    """A whole (non-streamed) answer, cancelled if the client goes away; one cut off or failed
+    keeps the ticket's estimate."""
+    try:
+        return await _unless_disconnected(request.receive, work)
+    except BaseException:
+        if ticket is not None:
+            ticket.settle()
+        raise
+    finally:
+        await generation.aclose()  # a no-op after a whole answer; frees the slot otherwise
 
 
 @post("/v1/messages/count_tokens", status_code=200)
@@ -142,26 +149,13 @@ async def create_chat_completion(request: AnyRequest) -> Response[Any]:
     service: ChatCompletionsService = request.app.state.chat
     params = parse_request(await request.body(), request.headers.get("content-type"))
     prepared = await service.prepare(params)
-    ticket = _admit(request, prepared.plan)  # the same limits as /v1/messages, before any byte
-    try:
-        generation = await service.start(prepared)
-    except BaseException:
-        if ticket is not None:
-            ticket.settle(0)  # nothing was generated
-        raise
+    ticket, generation = await _admitted(request, prepared.plan, partial(service.start, prepared))
     headers = {"x-request-id": request_id_of(request.scope)}  # where the OpenAI SDK reads it
     if params.stream:
         settle = ticket.settle if ticket is not None else None
         chunks = sse_chunks(service.stream(prepared, generation, settle=settle))
         return _event_stream(chunks, generation, headers, ticket=ticket)
-    try:
-        completion = await _unless_disconnected(request.receive, service.create(prepared, generation))
-    except BaseException:
-        if ticket is not None:
-            ticket.settle()  # cut off or failed: the estimate stands
-        raise
-    finally:
-        await generation.aclose()
+    completion = await _whole(request, service.create(prepared, generation), generation, ticket)
     if ticket is not None and completion.usage is not None:
         ticket.settle(completion.usage.completion_tokens)
     return Response(completion.model_dump(mode="json"), media_type="application/json", headers=headers)
