@@ -40,6 +40,9 @@ DEFAULT_SERVER_MODEL = "smollm2-135m-instruct"
 # fetch keeps refusing private addresses (SRVTOOL-007 judges that).
 # Its web search runs on a small local index shipped with the reference profile (SRVTOOL-013).
 WEB_INDEX = PACKAGE_DIR / "profiles" / "web-index"
+# The pytest plugins a run loads (by module: plugin autoloading is off, see run_suite).
+HYPOTHESIS_PLUGIN = "_hypothesis_pytestplugin"
+XDIST_PLUGIN = "xdist.plugin"
 JUDGED_SERVER_ARGS = (
     # MSG-023 fills the window: 2048 tokens prefill in ~8 s on 2 cores, SmolLM2's own 8192 in
     # ~65 s per try (tiny-random's default is 2048 already).
@@ -162,6 +165,8 @@ def run_suite(
         "-p",
         "conformance.plugin",
         "-p",
+        HYPOTHESIS_PLUGIN,
+        "-p",
         "no:cacheprovider",
         f"--hypothesis-seed={seed}",
         f"--plumbline-target={url}",
@@ -175,9 +180,7 @@ def run_suite(
         pytest_args += ["-p", "no:terminal"]
     jobs = workers(args.jobs, selected(args.keyword))
     if jobs > 1:
-        pytest_args += ["-p", "xdist", "-n", str(jobs)]
-    else:
-        pytest_args += ["-p", "no:xdist"]
+        pytest_args += ["-p", XDIST_PLUGIN, "-n", str(jobs)]
     if model:
         pytest_args.append(f"--plumbline-model={model}")
     if args.api_key:
@@ -192,6 +195,10 @@ def run_suite(
         pytest_args.append("--plumbline-update-baseline")
     if args.keyword:
         pytest_args += ["-k", args.keyword]
+    # Only the plugins the harness names: others installed beside it (a test-order randomiser,
+    # a rerunner of failures) would change what a run judges, and loading them all costs more
+    # than a second a run. The variable reaches xdist's workers too.
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     return int(pytest.main(pytest_args))
 
 

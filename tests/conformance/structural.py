@@ -23,7 +23,7 @@ import json
 import re
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -594,13 +594,15 @@ def judge(
     *,
     profile: Path | None = None,
     timeout: float = 900,
+    extra: Sequence[str] = (),
 ) -> Outcome:
-    """Run the whole suite through `FaultProxy(upstream, everywhere=fault)`."""
+    """Run the whole suite (or the selection `extra` makes) through
+    `FaultProxy(upstream, everywhere=fault)`."""
     started = time.monotonic()
     outcome = Outcome(fault.name, dict.fromkeys(fault.owners))
     try:
         with running_proxy(FaultProxy(upstream, everywhere=fault.fault)) as url:
-            code, index, _ = run_suite(url, report_dir, profile=profile, timeout=timeout)
+            code, index, _ = run_suite(url, report_dir, profile=profile, timeout=timeout, extra=extra)
     except subprocess.TimeoutExpired:
         outcome.problem = f"the suite ran over {timeout:.0f} s"
     except AssertionError as exc:  # run_suite found no report
