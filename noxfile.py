@@ -89,7 +89,7 @@ def schemas(session: nox.Session) -> None:
 def coverage(session: nox.Session) -> None:
     """Spec coverage: reports/coverage.md and .html from the properties' `covers` and spec/."""
     install_project(session)
-    session.run("python", "-m", "conformance.coverage_report", *session.posargs)
+    session.run("python", "-m", "conformance.reporting.coverage_report", *session.posargs)
 
 
 # What the GitHub Action and the CI recipes are checked against: SchemaStore's schemas, which

@@ -6,7 +6,7 @@ Each property cites the public docs page (with anchor) and states the requiremen
 own words; `invariant` points at the numbered invariant of the project's spec notes.
 
 `covers` names the parts of the Messages surface the property exercises, as coverage keys
-(`request:max_tokens`, `block:tool_use`, ...; the notation is in conformance/coverage.py). A
+(`request:max_tokens`, `block:tool_use`, ...; the notation is in conformance/reporting/coverage.py). A
 property declares what its rule is about: the request fields whose handling it judges (not the
 `model`/`messages`/`max_tokens` every request carries, unless they are the subject), the
 endpoints it calls, and the response fields, block, delta and event types, stop reasons and
@@ -59,10 +59,10 @@ AREAS = (
     "HDR",
     "AUTH",
     "FUZZ",
-    "SDK",  # properties judged through the TypeScript SDK (conformance/tsdriver.py)
+    "SDK",  # properties judged through the TypeScript SDK (conformance/wire/tsdriver.py)
 )
 
-# The kinds of coverage key (`kind:name`); conformance/coverage.py defines each one's universe.
+# The kinds of coverage key (`kind:name`); conformance/reporting/coverage.py defines each one's universe.
 COVERAGE_KINDS = frozenset(
     {
         "endpoint",
@@ -116,7 +116,7 @@ class Property:
     source: str | None = None  # a MUST's basis: "docs: <url> — <sentence>" or "schema: <path> — <fact>"
     requires: tuple[str, ...] = ()  # optional target features; absent → UNSUPPORTED
     alone: bool = False  # judged only while the target serves nothing else (conformance/scheduling.py)
-    passive: bool = False  # judged at the run's end from what every property met (conformance/passive.py)
+    passive: bool = False  # judged at the run's end from what every property met (judging/passive.py)
     covers: tuple[str, ...] = ()  # coverage keys (see the module docstring)
     unobserved: tuple[tuple[str, str], ...] = ()  # (key of covers, why the reference never shows it)
     retired: bool = False
@@ -165,7 +165,7 @@ def prop(
     the docs sentence or the official schema's fact it rests on (a rule the docs are silent on
     is a SHOULD, its reasoning in `requirement`). `alone`: its judgement depends on the target
     being otherwise idle (timing, a load it puts on the target), so it never runs beside another.
-    `passive`: it judges what the whole run meets (conformance/passive.py), so its verdict is
+    `passive`: it judges what the whole run meets (conformance/judging/passive.py), so its verdict is
     given last, once every other property's exchanges are in."""
     match = _ID.match(property_id)
     if match is None or match["area"] not in AREAS:

@@ -133,7 +133,7 @@ def _target(args: argparse.Namespace, run_id: str) -> Iterator[tuple[str, str | 
     if args.target:
         yield args.target, args.model, args.profile
         return
-    from conformance.launcher import ServerFailedToStart, reference_server
+    from conformance.wire.launcher import ServerFailedToStart, reference_server
 
     console = Console(stderr=True, soft_wrap=True)  # a path is never broken onto a line of its own
     # Our own server runs with a key, so the AUTH properties are judged too.
@@ -309,7 +309,7 @@ def build_diff_parser() -> argparse.ArgumentParser:
 
 
 def matrix_main(argv: Sequence[str]) -> int:
-    from conformance.matrix import RunError, load_run, write_matrix
+    from conformance.reporting.matrix import RunError, load_run, write_matrix
 
     args = build_matrix_parser().parse_args(argv)
     console = Console()
@@ -326,8 +326,8 @@ def matrix_main(argv: Sequence[str]) -> int:
 def diff_main(argv: Sequence[str]) -> int:
     import json
 
-    from conformance.matrix import RunError, load_run
-    from conformance.rundiff import diff_runs, print_diff, render_markdown
+    from conformance.reporting.matrix import RunError, load_run
+    from conformance.reporting.rundiff import diff_runs, print_diff, render_markdown
 
     args = build_diff_parser().parse_args(argv)
     try:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import httpx
 
-from conformance.drivers import LONG_ANSWER_PROMPT, message_body
-from conformance.target import Target
+from conformance.wire.drivers import LONG_ANSWER_PROMPT, message_body
+from conformance.wire.target import Target
 
 __all__ = ["Determinism", "probe_determinism"]
 

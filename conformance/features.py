@@ -33,9 +33,16 @@ from typing import Any
 
 import httpx
 
-from conformance.drivers import message_body
-from conformance.target import Target
-from conformance.tooluse import BASH, fetch_body, forced_tool, search_body, tool_body, web_search_body
+from conformance.generating.tooluse import (
+    BASH,
+    fetch_body,
+    forced_tool,
+    search_body,
+    tool_body,
+    web_search_body,
+)
+from conformance.wire.drivers import message_body
+from conformance.wire.target import Target
 
 __all__ = [
     "CAPABILITY_PATHS",

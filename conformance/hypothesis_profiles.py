@@ -4,7 +4,7 @@ Hypothesis loads its built-in `ci` profile by itself whenever `CI` is set (CI se
 `CI=true`), so we re-register `ci` with settings fit for HTTP properties against a model:
 few examples, derandomized, no deadline. `default` is for people at a terminal, `deep` for
 nightly runs (`nox -s fuzz`). `ci` and `default` stop at the first failure (one failing
-example, unshrunk, is the evidence; conformance.budget bounds their time); `deep` looks for every
+example, unshrunk, is the evidence; conformance.generating.budget bounds their time); `deep` looks for every
 distinct failure and shrinks each fully. `PLUMBLINE_HYPOTHESIS_PROFILE` or pytest's
 `--hypothesis-profile` chooses; otherwise `ci` under CI and `default` elsewhere.
 """
@@ -22,7 +22,7 @@ __all__ = ["PROFILES", "register_profiles"]
 PROFILES = ("ci", "default", "deep")
 
 # HTTP against a model: a slow example is normal, and the target is shared by every example.
-# Examples past a property's time budget are rejected (conformance.budget): not a filter problem.
+# Examples past a property's time budget are rejected (conformance.generating.budget): not a filter problem.
 _SUPPRESSED = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much]
 
 

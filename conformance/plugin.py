@@ -38,19 +38,14 @@ from rich.markup import escape
 
 from conformance import __version__
 from conformance.catalogue import REGISTRY, Property, catalogue_hash, property_of
-from conformance.checks import Unsupported
 from conformance.cli import PROPERTIES_DIR
-from conformance.console import print_context, print_summary, print_verdict
 from conformance.determinism import Determinism, probe_determinism
 from conformance.features import Features
 from conformance.hypothesis_profiles import register_profiles
-from conformance.judging import judge
-from conformance.passive import MetError, errors_met, judge_met
-from conformance.profile import Profile, load_profile
-from conformance.progress import RunProgress
-from conformance.reporting import write_exchanges, write_reports
-from conformance.target import Target, TargetConfig
-from conformance.verdicts import (
+from conformance.judging.checks import Unsupported
+from conformance.judging.outcome import judge
+from conformance.judging.passive import MetError, errors_met, judge_met
+from conformance.judging.verdicts import (
     EXIT_HARNESS,
     Result,
     Verdict,
@@ -58,6 +53,11 @@ from conformance.verdicts import (
     load_baseline,
     write_baseline,
 )
+from conformance.profile import Profile, load_profile
+from conformance.reporting.console import print_context, print_summary, print_verdict
+from conformance.reporting.progress import RunProgress
+from conformance.reporting.reports import write_exchanges, write_reports
+from conformance.wire.target import Target, TargetConfig
 
 _STATE = pytest.StashKey["RunState"]()
 # The run's config, for the hooks pytest gives none (pytest_runtest_logreport).

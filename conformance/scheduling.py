@@ -4,7 +4,7 @@ The run first judges, one at a time on one worker while the others wait, the pro
 judgement depends on the target being otherwise idle (`@prop(alone=True)`: pings during a long
 silence, a 33 MB body); then every other property on whichever worker is free. Properties that
 share state within one process go to one worker, in catalogue order: the BATCH properties share
-one finished batch and one bounded wait (conformance/batches.py).
+one finished batch and one bounded wait (conformance/generating/batches.py).
 
 Before anything is sent, the controller asks what every property builds on, once and alone:
 the determinism probe and the optional features the selected properties require

@@ -10,10 +10,10 @@ from collections.abc import Callable
 from typing import Any
 
 from conformance.catalogue import AREAS, REGISTRY, Property
-from conformance.coverage_report import render_markdown
-from conformance.levels import levels_markdown
+from conformance.judging.verdicts import md_cell
 from conformance.properties import load_all
-from conformance.verdicts import md_cell
+from conformance.reporting.coverage_report import render_markdown
+from conformance.reporting.levels import levels_markdown
 
 
 def _property(prop: Property) -> list[str]:

@@ -192,7 +192,7 @@ async def bench_overhead(args: argparse.Namespace, engine: Any, request: Any) ->
     """The same streamed request through the server and through the engine, alternating."""
     import httpx
 
-    from conformance.launcher import reference_server
+    from conformance.wire.launcher import reference_server
 
     text = request.turns[-1].text
     body = {

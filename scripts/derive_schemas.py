@@ -16,7 +16,7 @@ What is written:
 - events/<type>.schema.json: one JSON Schema (draft 2020-12) per stream event type;
 - error.schema.json: the error envelope of every non-2xx response.
 The event and error files hold a relative `$ref` into openapi.json, so they stay tiny and a
-file-based resolver (or conformance/schemas.py, offline) finds what they point at.
+file-based resolver (or conformance/judging/schemas.py, offline) finds what they point at.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ serialised as the source is (two-space indent, UTF-8), so each kept value is byt
 source's. The root key `x-plumbline-extract` records the source file's name, sha256, the paths
 and the roots kept, so the extract can be checked against (or regenerated from) the original.
 
-`scripts/derive_schemas.py` and `conformance/coverage.py` read the extract, so a fresh clone
+`scripts/derive_schemas.py` and `conformance/reporting/coverage.py` read the extract, so a fresh clone
 needs nothing outside this repository.
 """
 

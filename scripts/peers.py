@@ -42,8 +42,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from conformance.launcher import free_port, reference_server, stop  # noqa: E402
-from conformance.matrix import Run, load_run, write_matrix  # noqa: E402
+from conformance.reporting.matrix import Run, load_run, write_matrix  # noqa: E402
+from conformance.wire.launcher import free_port, reference_server, stop  # noqa: E402
 
 # Newer LiteLLM releases need `litellm-proxy`, which the package index here lacks; 1.106.0
 # still ships the proxy inside `litellm`. `ogx` is published for Python 3.12 and newer only.

@@ -32,7 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from conformance.launcher import reference_server  # noqa: E402
+from conformance.wire.launcher import reference_server  # noqa: E402
 from tests.conformance.fault_proxy import Fault  # noqa: E402
 from tests.conformance.structural import (  # noqa: E402
     Outcome,

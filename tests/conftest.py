@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from conformance.launcher import reference_server
+from conformance.wire.launcher import reference_server
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -57,7 +57,7 @@ def test_the_catalogue_page_lists_every_property(site: Path):
 
 
 def test_the_generated_pages_replace_their_markers(site: Path):
-    from conformance.levels import levels_markdown
+    from conformance.reporting.levels import levels_markdown
 
     for page in ("catalogue", "levels", "coverage", "properties"):
         html = (site / page / "index.html").read_text()

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from conformance.plugin import enter_property, session_target
-from conformance.target import Target
+from conformance.wire.target import Target
 
 
 @pytest.fixture(scope="session")

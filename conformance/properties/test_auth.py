@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from conformance.catalogue import Level, prop
-from conformance.checks import Cases, expect_error
-from conformance.drivers import create_json, message_body
-from conformance.target import Target
+from conformance.judging.checks import Cases, expect_error
+from conformance.wire.drivers import create_json, message_body
+from conformance.wire.target import Target
 
 ERRORS = "api/errors"
 

@@ -5,7 +5,7 @@ pagination, the ?beta=true twins, unknown ids, and results equal to the non-batc
 runs only on a target that serves batches (the profile, or the model's `capabilities.batch`:
 conformance/features.py); a target that says it serves them and breaks them fails.
 
-Requests are cheap (conformance/batches.py): a few per batch, max_tokens 8, temperature 0, and
+Requests are cheap (conformance/generating/batches.py): a few per batch, max_tokens 8, temperature 0, and
 batches a property need not see end are canceled once judged. The properties that read a
 finished batch share one, made once per run; every wait is bounded by the profile's
 `batch_wait_seconds`. The MessageBatch's schema is BATCH-001's rule and the counts BATCH-002's;
@@ -20,16 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
-from conformance.batch_checks import (
-    cancel_created,
-    judge_shape,
-    list_page,
-    page_ids,
-    sdk_results,
-    skip_if_ended_first,
-    walk_list,
-)
-from conformance.batches import (
+from conformance.catalogue import Level, prop
+from conformance.generating.batches import (
     BATCH,
     BATCHES,
     TERMINAL,
@@ -50,8 +42,16 @@ from conformance.batches import (
     status_of,
     wait_ended,
 )
-from conformance.catalogue import Level, prop
-from conformance.checks import (
+from conformance.judging.batch_checks import (
+    cancel_created,
+    judge_shape,
+    list_page,
+    page_ids,
+    sdk_results,
+    skip_if_ended_first,
+    walk_list,
+)
+from conformance.judging.checks import (
     Cases,
     expect,
     expect_equal,
@@ -63,9 +63,9 @@ from conformance.checks import (
     json_object,
     read,
 )
-from conformance.drivers import create_json
-from conformance.schemas import validate_response
-from conformance.target import Target
+from conformance.judging.schemas import validate_response
+from conformance.wire.drivers import create_json
+from conformance.wire.target import Target
 
 GUIDE = "build-with-claude/batch-processing"
 API = "api"

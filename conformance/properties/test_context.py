@@ -24,7 +24,10 @@ from typing import Any
 import pytest
 
 from conformance.catalogue import Level, prop
-from conformance.checks import (
+from conformance.features import Features
+from conformance.generating.content import count_input_tokens, expect_accepted
+from conformance.generating.thinking import FOLLOW_UP, thinking_blocks, thinking_body
+from conformance.judging.checks import (
     Cases,
     ConformanceFailure,
     expect,
@@ -33,11 +36,8 @@ from conformance.checks import (
     read,
     read_optional,
 )
-from conformance.content import count_input_tokens, expect_accepted
-from conformance.drivers import expect_stream, message_body, stream_raw, total_input_tokens
-from conformance.features import Features
-from conformance.target import Target
-from conformance.thinking import FOLLOW_UP, thinking_blocks, thinking_body
+from conformance.wire.drivers import expect_stream, message_body, stream_raw, total_input_tokens
+from conformance.wire.target import Target
 
 EDITING = "build-with-claude/context-editing"
 BETA = "context-management-2025-06-27"

@@ -6,7 +6,7 @@ PDF is a 400 (never a 500). `citations: {enabled: true}` is never silently ignor
 says it lacks citations refuses it, one that claims them accepts it; and where citations are
 served (`capabilities.citations`), every citation points at what it quotes: `char_location`
 for text, `content_block_location` for custom content, `page_location` for PDFs, with
-`cited_text` taken verbatim from the source. The PDFs are written by conformance/content.py.
+`cited_text` taken verbatim from the source. The PDFs are written by conformance/generating/content.py.
 """
 
 from __future__ import annotations
@@ -16,7 +16,19 @@ from typing import Any
 import pytest
 
 from conformance.catalogue import Level, prop
-from conformance.checks import (
+from conformance.features import Features
+from conformance.generating.content import (
+    ask,
+    b64,
+    count_input_tokens,
+    expect_accepted,
+    expect_refused,
+    pdf,
+    pdf_block,
+    squeeze,
+    text_block,
+)
+from conformance.judging.checks import (
     Cases,
     ConformanceFailure,
     expect,
@@ -28,22 +40,10 @@ from conformance.checks import (
     read,
     read_optional,
 )
-from conformance.citing import Source, citations_deltas, citations_of, judge_all, streamed_citations
-from conformance.content import (
-    ask,
-    b64,
-    count_input_tokens,
-    expect_accepted,
-    expect_refused,
-    pdf,
-    pdf_block,
-    squeeze,
-    text_block,
-)
-from conformance.drivers import create_json, message_body, total_input_tokens
-from conformance.features import Features
-from conformance.schemas import validate_event, validate_response
-from conformance.target import Target
+from conformance.judging.citing import Source, citations_deltas, citations_of, judge_all, streamed_citations
+from conformance.judging.schemas import validate_event, validate_response
+from conformance.wire.drivers import create_json, message_body, total_input_tokens
+from conformance.wire.target import Target
 
 # At and above this context window the documented page limit is 600, not 100.
 LARGE_WINDOW = 1_000_000

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from conformance.catalogue import Level, prop
-from conformance.checks import (
+from conformance.judging.checks import (
     ERROR_STATUS,
     Cases,
     expect,
@@ -27,8 +27,8 @@ from conformance.checks import (
     precondition,
     read_optional,
 )
-from conformance.drivers import expect_message, message_body
-from conformance.target import Target
+from conformance.wire.drivers import expect_message, message_body
+from conformance.wire.target import Target
 
 ERRORS = "api/errors"
 MESSAGES = "api/messages"
@@ -897,7 +897,7 @@ def test_err_030_system_role_in_messages(target: Target) -> None:
     "529 (overloaded) when it must, not when asked: whichever of them any property of the run meets "
     "is the error envelope with the error type the errors page gives its status (rate_limit_error, "
     "api_error, timeout_error, overloaded_error). Judged at the run's end from every property's "
-    "exchanges (conformance/passive.py), and from one ordinary request of its own; SKIP when the "
+    "exchanges (conformance/judging/passive.py), and from one ordinary request of its own; SKIP when the "
     "run met none.",
     source='docs: api/errors#http-errors — "429 - rate_limit_error: Your account has hit a rate '
     'limit."; "500 - api_error: An unexpected error has occurred internal to Anthropic\'s systems."; '

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from conformance.catalogue import Level, prop
-from conformance.checks import (
+from conformance.judging.checks import (
     expect,
     expect_equal,
     expect_error,
@@ -27,9 +27,9 @@ from conformance.checks import (
     not_judged,
     read_optional,
 )
-from conformance.citing import citations_of
-from conformance.drivers import message_body
-from conformance.target import Target
+from conformance.judging.citing import citations_of
+from conformance.wire.drivers import message_body
+from conformance.wire.target import Target
 
 GUIDE = "build-with-claude/files"
 BETA = "files-api-2025-04-14"

@@ -16,12 +16,12 @@ import schemathesis
 from hypothesis import given, note
 from schemathesis import GenerationMode
 
-from conformance.budget import budgeted
 from conformance.catalogue import Level, prop
-from conformance.checks import expect, expect_no_schema_errors, json_body, status_subject
-from conformance.drivers import expect_no_violations, expect_stream, stream_raw
-from conformance.schemas import openapi_path, validate_response
-from conformance.target import Target
+from conformance.generating.budget import budgeted
+from conformance.judging.checks import expect, expect_no_schema_errors, json_body, status_subject
+from conformance.judging.schemas import openapi_path, validate_response
+from conformance.wire.drivers import expect_no_violations, expect_stream, stream_raw
+from conformance.wire.target import Target
 
 ERRORS = "api/errors#http-errors"
 FUZZ_MAX_TOKENS = 8

@@ -9,9 +9,10 @@ import httpx
 from hypothesis import given, note
 from hypothesis import strategies as st
 
-from conformance.budget import budgeted
 from conformance.catalogue import Level, prop
-from conformance.checks import (
+from conformance.generating.budget import budgeted
+from conformance.generating.strategies import invalid_requests, valid_requests
+from conformance.judging.checks import (
     ConformanceFailure,
     expect,
     expect_equal,
@@ -19,7 +20,7 @@ from conformance.checks import (
     read_optional,
     stop_reason,
 )
-from conformance.drivers import (
+from conformance.wire.drivers import (
     create_json,
     expect_message,
     expect_no_violations,
@@ -29,8 +30,7 @@ from conformance.drivers import (
     stream_usage_subject,
     text_of,
 )
-from conformance.strategies import invalid_requests, valid_requests
-from conformance.target import Target
+from conformance.wire.target import Target
 
 MESSAGES = "api/messages"
 MESSAGE = "the Message"
@@ -207,10 +207,10 @@ def compare_with_create(target: Target, body: dict[str, Any], run: Any) -> None:
     requirement="A request that breaks one constraint of the request schema (a missing or "
     "unknown field, a wrong type, a value out of range, an empty or unknown block) gets 400 "
     "invalid_request_error in the error envelope.",
-    source="schema: OpenAPI CreateMessageParams (+ nested request schemas); conformance/strategies.py "
-    "BREAKERS — each breaker violates one schema constraint (required, type, enum, min/max, "
-    "minLength, maxLength, additionalProperties false, discriminator), except 'messages empty' "
-    "(messages has no minItems)",
+    source="schema: OpenAPI CreateMessageParams (+ nested request schemas); "
+    "conformance/generating/strategies.py BREAKERS — each breaker violates one schema constraint "
+    "(required, type, enum, min/max, minLength, maxLength, additionalProperties false, "
+    "discriminator), except 'messages empty' (messages has no minItems)",
     covers=(
         "endpoint:POST /v1/messages",
         "request:max_tokens",

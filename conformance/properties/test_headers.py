@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from conformance.catalogue import Level, prop
-from conformance.checks import Cases, expect, expect_id_prefix, expect_status, not_judged
-from conformance.drivers import create_json, message_body
-from conformance.target import Target
+from conformance.judging.checks import Cases, expect, expect_id_prefix, expect_status, not_judged
+from conformance.wire.drivers import create_json, message_body
+from conformance.wire.target import Target
 
 ERRORS = "api/errors"
 

@@ -3,7 +3,7 @@ profile, or `capabilities.image_input`): the four media types accepted; other ty
 that is not an image of the declared type, refused; the size, dimension and count limits; and
 images counted by count_tokens. A target that says it lacks images is ERR-027's to judge.
 
-Images are flat grey files written by conformance/content.py (PNG, JPEG, GIF, WebP, BMP), a few
+Images are flat grey files written by conformance/generating/content.py (PNG, JPEG, GIF, WebP, BMP), a few
 pixels each, so the requests stay cheap; the large cases are large by their dimensions or by
 padding, never by content a model must look at.
 """
@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 
 from conformance.catalogue import Level, prop
-from conformance.checks import Cases, expect, read_optional
-from conformance.content import (
+from conformance.generating.content import (
     ask,
     b64,
     bmp,
@@ -30,7 +29,8 @@ from conformance.content import (
     png,
     webp,
 )
-from conformance.target import Target
+from conformance.judging.checks import Cases, expect, read_optional
+from conformance.wire.target import Target
 
 VISION = "build-with-claude/vision"
 QUESTION = "What colour is this image? One word."

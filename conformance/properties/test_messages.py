@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from conformance.catalogue import Level, prop
-from conformance.checks import (
+from conformance.judging.checks import (
     Cases,
     expect,
     expect_equal,
@@ -19,7 +19,7 @@ from conformance.checks import (
     read_optional,
     stop_reason,
 )
-from conformance.drivers import (
+from conformance.wire.drivers import (
     COMMON_STOPS,
     END_TURN_MAX_TOKENS,
     END_TURN_PROMPTS,
@@ -38,7 +38,7 @@ from conformance.drivers import (
     text_of,
     total_input_tokens,
 )
-from conformance.target import Target
+from conformance.wire.target import Target
 
 MESSAGES = "api/messages"
 MESSAGE = "the Message"

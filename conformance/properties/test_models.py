@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.catalogue import Level, prop
-from conformance.checks import (
+from conformance.judging.checks import (
     ConformanceFailure,
     expect,
     expect_equal,
@@ -17,9 +17,9 @@ from conformance.checks import (
     read,
     read_optional,
 )
-from conformance.drivers import sdk_call
-from conformance.schemas import validate_response
-from conformance.target import Target
+from conformance.judging.schemas import validate_response
+from conformance.wire.drivers import sdk_call
+from conformance.wire.target import Target
 
 MODELS = "api/models/list"
 LIST = "the model list"

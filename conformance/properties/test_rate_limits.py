@@ -22,9 +22,9 @@ import anthropic
 import httpx
 
 from conformance.catalogue import Level, prop
-from conformance.checks import ConformanceFailure, expect, expect_envelope, expect_status, not_judged
-from conformance.drivers import message_body
-from conformance.target import Target
+from conformance.judging.checks import ConformanceFailure, expect, expect_envelope, expect_status, not_judged
+from conformance.wire.drivers import message_body
+from conformance.wire.target import Target
 
 GUIDE = "api/rate-limits"
 FAMILIES = ("requests", "tokens", "input-tokens", "output-tokens")

@@ -1,8 +1,8 @@
 """SDK-*: properties judged through the official TypeScript SDK (`@anthropic-ai/sdk`, pinned in
-conformance/ts/), where it parses the wire differently from the Python SDK the other areas drive.
+conformance/wire/ts/), where it parses the wire differently from the Python SDK the other areas drive.
 
-The wire oracle is the very stream Node read: the loopback proxy of conformance/tsdriver.py
-records its bytes, and conformance/accumulate.py folds them by the documented rules. So one
+The wire oracle is the very stream Node read: the loopback proxy of conformance/wire/tsdriver.py
+records its bytes, and conformance/wire/accumulate.py folds them by the documented rules. So one
 request suffices and no property here needs a deterministic target. Where node or npm is
 missing, or the pinned SDK cannot be installed, the properties SKIP with the reason.
 """
@@ -15,10 +15,11 @@ from typing import Any
 import httpx
 import pytest
 
-from conformance.accumulate import AccumulationError, accumulate_transcript
 from conformance.catalogue import Level, prop
-from conformance.checks import Cases, ConformanceFailure, not_judged
-from conformance.drivers import (
+from conformance.generating.tooluse import streamed_tool_calls, tool_body
+from conformance.judging.checks import Cases, ConformanceFailure, not_judged
+from conformance.wire.accumulate import AccumulationError, accumulate_transcript
+from conformance.wire.drivers import (
     LONG_ANSWER_PROMPT,
     StreamRun,
     create_json,
@@ -26,10 +27,9 @@ from conformance.drivers import (
     natural_end,
     text_of,
 )
-from conformance.sse import parse_sse
-from conformance.target import Target
-from conformance.tooluse import streamed_tool_calls, tool_body
-from conformance.tsdriver import Operation, TSDriverUnavailable, TSResult, run_ts
+from conformance.wire.sse import parse_sse
+from conformance.wire.target import Target
+from conformance.wire.tsdriver import Operation, TSDriverUnavailable, TSResult, run_ts
 
 SDKS = "https://platform.claude.com/docs/en/api/client-sdks"
 STREAMING = "build-with-claude/streaming"

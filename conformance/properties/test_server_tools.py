@@ -21,22 +21,8 @@ from contextlib import ExitStack
 from typing import Any
 
 from conformance.catalogue import Level, prop
-from conformance.checks import (
-    Cases,
-    expect,
-    expect_equal,
-    expect_status,
-    json_object,
-    not_judged,
-    read,
-    read_optional,
-)
-from conformance.citing import Source, citations_deltas, citations_of, judge_all
-from conformance.drivers import create_json, expect_stream, stream_raw
-from conformance.loopback import loopback_mcp, loopback_page
-from conformance.target import Target
-from conformance.thinking import thinking_body
-from conformance.tooluse import (
+from conformance.generating.thinking import thinking_body
+from conformance.generating.tooluse import (
     BASH,
     DEFERRED_TOOL,
     EDITOR,
@@ -52,6 +38,20 @@ from conformance.tooluse import (
     tool_uses,
     web_search_body,
 )
+from conformance.judging.checks import (
+    Cases,
+    expect,
+    expect_equal,
+    expect_status,
+    json_object,
+    not_judged,
+    read,
+    read_optional,
+)
+from conformance.judging.citing import Source, citations_deltas, citations_of, judge_all
+from conformance.wire.drivers import create_json, expect_stream, stream_raw
+from conformance.wire.loopback import loopback_mcp, loopback_page
+from conformance.wire.target import Target
 
 SEARCH = "agents-and-tools/tool-use/tool-search-tool"
 FETCH = "agents-and-tools/tool-use/web-fetch-tool"

@@ -9,7 +9,7 @@ import pydantic
 import pytest
 
 from conformance.catalogue import Level, prop
-from conformance.checks import (
+from conformance.judging.checks import (
     Cases,
     ConformanceFailure,
     expect,
@@ -22,7 +22,7 @@ from conformance.checks import (
     read_optional,
     stop_reason,
 )
-from conformance.drivers import (
+from conformance.wire.drivers import (
     COMMON_STOPS,
     LONG_ANSWER_PROMPT,
     StreamRun,
@@ -39,7 +39,7 @@ from conformance.drivers import (
     stream_usage_subject,
     total_input_tokens,
 )
-from conformance.target import Target
+from conformance.wire.target import Target
 
 STREAMING = "build-with-claude/streaming"
 START = "message_start"

@@ -16,13 +16,10 @@ import pytest
 from hypothesis import given, note
 from pydantic import BaseModel
 
-from conformance.budget import Tally, budgeted
 from conformance.catalogue import Level, prop
-from conformance.checks import Cases, expect, expect_status, json_object, stop_reason
-from conformance.drivers import create_json, expect_stream, sdk_call, stream_raw
-from conformance.strategies import object_schemas, uses_extended_keywords
-from conformance.target import Target
-from conformance.tooluse import (
+from conformance.generating.budget import Tally, budgeted
+from conformance.generating.strategies import object_schemas, uses_extended_keywords
+from conformance.generating.tooluse import (
     COLOUR_SCHEMA,
     STRUCTURED_PROMPT,
     TOOL_MAX_TOKENS,
@@ -32,6 +29,9 @@ from conformance.tooluse import (
     structured_body,
     text_blocks,
 )
+from conformance.judging.checks import Cases, expect, expect_status, json_object, stop_reason
+from conformance.wire.drivers import create_json, expect_stream, sdk_call, stream_raw
+from conformance.wire.target import Target
 
 STRUCTURED = "build-with-claude/structured-outputs"
 MESSAGE = "the Message"

@@ -6,7 +6,7 @@ tool_choice, temperature other than 1, top_k). Each runs only on a target that s
 (the profile, or the model's `capabilities.thinking`: conformance/features.py); a target that
 says it serves thinking and breaks it fails.
 
-Requests are cheap on any model (conformance/thinking.py): adaptive thinking, small max_tokens,
+Requests are cheap on any model (conformance/generating/thinking.py): adaptive thinking, small max_tokens,
 effort low where the model takes it. Adaptive thinking lets a model skip thinking, so a property
 that needs a thinking block SKIPs when none comes (never PASSes); with `enabled` thinking (a
 model without adaptive) a missing block is a failure. The shape of the blocks is THINK-001's and
@@ -19,9 +19,17 @@ from typing import Any
 
 import pytest
 
-from conformance.accumulate import AccumulationError, accumulate_transcript
 from conformance.catalogue import Level, prop
-from conformance.checks import (
+from conformance.generating.thinking import (
+    StreamedThinking,
+    follow_up_body,
+    streamed_thinking,
+    thinking_blocks,
+    thinking_body,
+    thinking_config,
+)
+from conformance.generating.tooluse import tool_body
+from conformance.judging.checks import (
     Cases,
     ConformanceFailure,
     expect,
@@ -32,17 +40,9 @@ from conformance.checks import (
     read,
     read_optional,
 )
-from conformance.drivers import StreamRun, create_json, expect_stream, message_body, stream_raw
-from conformance.target import Target
-from conformance.thinking import (
-    StreamedThinking,
-    follow_up_body,
-    streamed_thinking,
-    thinking_blocks,
-    thinking_body,
-    thinking_config,
-)
-from conformance.tooluse import tool_body
+from conformance.wire.accumulate import AccumulationError, accumulate_transcript
+from conformance.wire.drivers import StreamRun, create_json, expect_stream, message_body, stream_raw
+from conformance.wire.target import Target
 
 THINKING = "build-with-claude/extended-thinking"
 MESSAGES = "api/messages"

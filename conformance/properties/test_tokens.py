@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.catalogue import Level, prop
-from conformance.checks import (
+from conformance.judging.checks import (
     Cases,
     expect,
     expect_equal,
@@ -16,9 +16,9 @@ from conformance.checks import (
     json_object,
     read,
 )
-from conformance.drivers import create_json, message_body, sdk_call, total_input_tokens
-from conformance.schemas import validate_response
-from conformance.target import Target
+from conformance.judging.schemas import validate_response
+from conformance.wire.drivers import create_json, message_body, sdk_call, total_input_tokens
+from conformance.wire.target import Target
 
 COUNT = "api/messages-count-tokens"
 PROMPT = [{"role": "user", "content": "Name three colours of the sea at dawn."}]

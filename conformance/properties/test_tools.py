@@ -18,9 +18,22 @@ import httpx
 import pytest
 from hypothesis import given, note
 
-from conformance.budget import Tally, budgeted
 from conformance.catalogue import Level, prop
-from conformance.checks import (
+from conformance.generating.budget import Tally, budgeted
+from conformance.generating.strategies import object_schemas, uses_extended_keywords
+from conformance.generating.tooluse import (
+    COLOUR_SCHEMA,
+    SHAPE_SCHEMA,
+    TOOL_MAX_TOKENS,
+    TOOLS,
+    colour_tool,
+    expect_valid_instance,
+    streamed_tool_calls,
+    tool_body,
+    tool_result_turns,
+    tool_uses,
+)
+from conformance.judging.checks import (
     Cases,
     expect,
     expect_equal,
@@ -33,7 +46,8 @@ from conformance.checks import (
     read,
     stop_reason,
 )
-from conformance.drivers import (
+from conformance.judging.schemas import validate_component, validate_event
+from conformance.wire.drivers import (
     StreamRun,
     create_json,
     expect_no_violations,
@@ -42,22 +56,8 @@ from conformance.drivers import (
     stream_raw,
     total_input_tokens,
 )
-from conformance.schemas import validate_component, validate_event
-from conformance.sse import parse_sse
-from conformance.strategies import object_schemas, uses_extended_keywords
-from conformance.target import Target
-from conformance.tooluse import (
-    COLOUR_SCHEMA,
-    SHAPE_SCHEMA,
-    TOOL_MAX_TOKENS,
-    TOOLS,
-    colour_tool,
-    expect_valid_instance,
-    streamed_tool_calls,
-    tool_body,
-    tool_result_turns,
-    tool_uses,
-)
+from conformance.wire.sse import parse_sse
+from conformance.wire.target import Target
 
 TOOL_USE = "agents-and-tools/tool-use/implement-tool-use"
 STRICT = "build-with-claude/structured-outputs"

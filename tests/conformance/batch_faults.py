@@ -101,7 +101,7 @@ def _as_json(request: Request, response: Response) -> Response:
 
 
 def _has_invalid(body: Any) -> bool:
-    """Whether a batch holds conformance.batches.invalid_request's request (max_tokens -1)."""
+    """Whether a batch holds conformance.generating.batches.invalid_request's request (max_tokens -1)."""
     requests = body.get("requests") if isinstance(body, dict) else None
     return any(
         isinstance(r, dict) and isinstance(r.get("params"), dict) and r["params"].get("max_tokens") == -1

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from conformance.cli import JUDGED_SERVER_ARGS
-from conformance.launcher import reference_server
 from conformance.plugin import KEEP_EXCHANGES_ENV
+from conformance.wire.launcher import reference_server
 
 from . import scripted_target
 from .fault_proxy import running_proxy

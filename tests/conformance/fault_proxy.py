@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 import uvicorn
 
-from conformance.launcher import free_port
-from conformance.sse import parse_sse
+from conformance.wire.launcher import free_port
+from conformance.wire.sse import parse_sse
 
 PROPERTY_HEADER = "x-plumbline-property"
 

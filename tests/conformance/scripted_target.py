@@ -21,7 +21,7 @@ import json
 import re
 from typing import Any
 
-from conformance.strategies import example_of
+from conformance.generating.strategies import example_of
 
 MODEL = "scripted"
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")

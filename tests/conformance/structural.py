@@ -30,9 +30,9 @@ from typing import Any, NamedTuple
 
 from conformance.catalogue import REGISTRY
 from conformance.cli import REFERENCE_PROFILE
+from conformance.judging.schemas import load_openapi, schemas_dir
 from conformance.profile import load_profile
 from conformance.properties import load_all
-from conformance.schemas import load_openapi, schemas_dir
 
 from .fault_proxy import Fault, FaultProxy, Frame, Request, Response, running_proxy
 from .faults import fault_catalogue
@@ -77,7 +77,7 @@ OWNERS: dict[tuple[str, str], tuple[str, ...]] = {
     ("model_info", "non-json"): ("MODELS-003",),
     ("model_info", "status"): ("MODELS-003",),
 }
-# Stream event fields that conformance/grammar.py reads itself: it reports them under its own
+# Stream event fields that conformance/judging/grammar.py reads itself: it reports them under its own
 # code, and validates an event against its schema (STREAM-011) only when the grammar found it
 # sound (one cause, one failure). (shape, field path) -> owner, for every kind of fault.
 GRAMMAR_FIELDS: dict[tuple[str, str], str] = {

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from conformance import coverage
-from conformance.batches import parse_jsonl, parse_time
 from conformance.catalogue import REGISTRY
-from conformance.checks import ConformanceFailure
+from conformance.generating.batches import parse_jsonl, parse_time
+from conformance.judging.checks import ConformanceFailure
 from conformance.plugin import KEEP_EXCHANGES_ENV
 from conformance.properties import load_all
+from conformance.reporting import coverage
 
 from . import scripted_batches, scripted_target
 from .batch_faults import CATALOGUE_REASONS, EXTRA_BATCH_FAULTS, NEVER_ENDS

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conformance.budget import budgeted
+from conformance.generating.budget import budgeted
 
 
 def test_examples_stop_at_the_budget_without_failing(monkeypatch):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from conformance.checks import (
+from conformance.judging.checks import (
     Cases,
     ConformanceFailure,
     NotJudged,

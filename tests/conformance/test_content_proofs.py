@@ -2,7 +2,7 @@
 citations and context management correctly (scripted_content.py): each PASSes there and FAILs
 (MUST) or WARNs (SHOULD) on its own fault and on the extra faults of content_faults.py, and none
 ERRORs; a target whose capabilities say a feature is absent gets UNSUPPORTED with the reason,
-while one that claims it and breaks it FAILs. The files conformance/content.py writes by hand
+while one that claims it and breaks it FAILs. The files conformance/generating/content.py writes by hand
 are opened here with Pillow and pypdf, so they are what they claim to be.
 
 test_fault_proofs.py proves the same on the reference server for what it serves (documents and
@@ -20,8 +20,8 @@ import pytest
 from PIL import Image
 from pypdf import PdfReader
 
-from conformance import content
 from conformance.catalogue import REGISTRY
+from conformance.generating import content
 from conformance.properties import load_all
 
 from . import scripted_content, scripted_target

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from conformance import coverage, coverage_report
 from conformance.catalogue import COVERAGE_KINDS, REGISTRY, property_of
 from conformance.properties import load_all
-from conformance.reporting import write_exchanges
-from conformance.target import Exchange
+from conformance.reporting import coverage, coverage_report
+from conformance.reporting.reports import write_exchanges
+from conformance.wire.target import Exchange
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMAS = REPO / "schemas"
@@ -51,7 +51,7 @@ def functions() -> dict[str, Callable[..., Any]]:
 
 def test_every_property_declares_what_it_covers():
     missing = sorted(pid for pid, prop in REGISTRY.items() if not prop.covers and not prop.retired)
-    assert not missing, f"declare covers=(...) on {missing} (keys: conformance/coverage.py)"
+    assert not missing, f"declare covers=(...) on {missing} (keys: conformance/reporting/coverage.py)"
 
 
 def test_every_key_is_in_the_spec():

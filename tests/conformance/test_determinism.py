@@ -10,7 +10,7 @@ import pytest
 
 from conformance.determinism import probe_determinism
 from conformance.profile import Profile
-from conformance.target import Target, TargetConfig
+from conformance.wire.target import Target, TargetConfig
 
 from .fault_proxy import running_proxy
 

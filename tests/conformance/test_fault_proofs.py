@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.mlx, pytest.mark.slow, pytest.mark.xdist_group("catalo
 # itself, the natural-end properties are SKIP by design, faulted or not (test_honest_verdicts.py
 # proves them on SmolLM2).
 MODEL_DEPENDENT = {"MSG-021": "SKIP", "STREAM-023": "SKIP", "SDK-004": "SKIP"}
-# Judged from what the run meets (conformance/passive.py): the reference server sends no 429,
+# Judged from what the run meets (conformance/judging/passive.py): the reference server sends no 429,
 # 500, 504 or 529 in it, so SKIP; test_passive_proofs.py proves it passes and fails on what
 # other properties meet.
 MODEL_DEPENDENT |= {"ERR-031": "SKIP"}

@@ -10,7 +10,7 @@ import pytest
 
 from conformance.features import Features, judge_probe
 from conformance.profile import Profile
-from conformance.target import PROPERTY_HEADER, Target, TargetConfig
+from conformance.wire.target import PROPERTY_HEADER, Target, TargetConfig
 
 from .fault_proxy import running_proxy
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from anthropic.lib.streaming._messages import accumulate_event
 
-from conformance.accumulate import AccumulationError, accumulate, accumulate_transcript
-from conformance.grammar import VIOLATION_CODES, check_stream
-from conformance.sse import parse_sse
+from conformance.judging.grammar import VIOLATION_CODES, check_stream
+from conformance.wire.accumulate import AccumulationError, accumulate, accumulate_transcript
+from conformance.wire.sse import parse_sse
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "streams"
 EXPECTED: dict[str, dict[str, Any]] = json.loads((FIXTURES / "expected.json").read_text())

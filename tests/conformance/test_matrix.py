@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from conformance.cli import main
-from conformance.matrix import Run, build_matrix, load_run, render_html, render_markdown, resolve_run_dir
+from conformance.reporting.matrix import (
+    Run,
+    build_matrix,
+    load_run,
+    render_html,
+    render_markdown,
+    resolve_run_dir,
+)
 
 RUNS = Path(__file__).parent / "data" / "runs"
 CLEAN = RUNS / "tiny-random" / "20261201T113700Z-1b77"  # msg_00, stream_00: all PASS

@@ -1,4 +1,4 @@
-"""ERR-031, judged from what the whole run meets (conformance/passive.py): an error status the
+"""ERR-031, judged from what the whole run meets (conformance/judging/passive.py): an error status the
 suite cannot provoke is judged wherever a property meets one. On tiny-random through a fault
 that answers another property's request with a 529: FAIL when the 529 is not the documented
 error, naming the property that met it, PASS when it is; with several workers too, where the
@@ -11,9 +11,9 @@ import json
 import pytest
 
 from conformance.catalogue import REGISTRY, Level
-from conformance.passive import MetError, judge_met, problem_of
+from conformance.judging.passive import MetError, judge_met, problem_of
+from conformance.judging.verdicts import Result, Verdict
 from conformance.properties import load_all
-from conformance.verdicts import Result, Verdict
 
 from .fault_proxy import Fault, FaultProxy, running_proxy
 from .faults import error, openai_error

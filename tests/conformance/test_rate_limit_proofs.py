@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from conformance.catalogue import REGISTRY
-from conformance.launcher import reference_server
 from conformance.properties import load_all
+from conformance.wire.launcher import reference_server
 
 from . import scripted_target
 from .fault_proxy import Fault, FaultProxy, running_proxy
@@ -51,7 +51,7 @@ def test_each_rate_property_passes_then_fails_on_its_fault(
     limited_url: str, proof_profile: Path, tmp_path: Path
 ):
     assert judged() == {"RATE-001", "RATE-002", "RATE-003"}
-    # ERR-031 too: it judges every 429 the run meets (conformance/passive.py).
+    # ERR-031 too: it judges every 429 the run meets (conformance/judging/passive.py).
     with_met = ["-k", "rate_0 or err_031"]
     code, index, output = run_suite(limited_url, tmp_path / "clean", profile=proof_profile, extra=with_met)
     got = verdicts(index)

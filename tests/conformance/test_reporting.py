@@ -4,8 +4,8 @@ import json
 import xml.etree.ElementTree as ET
 
 from conformance.catalogue import Citation, Level, Property
-from conformance.reporting import write_reports
-from conformance.verdicts import Result, Verdict, compute_gate
+from conformance.judging.verdicts import Result, Verdict, compute_gate
+from conformance.reporting.reports import write_reports
 
 CITE = Citation("https://example.invalid/docs#x", "a <requirement>")
 RUN = {

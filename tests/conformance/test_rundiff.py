@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from conformance.cli import main
-from conformance.matrix import load_run
-from conformance.rundiff import diff_runs, render_markdown
+from conformance.reporting.matrix import load_run
+from conformance.reporting.rundiff import diff_runs, render_markdown
 
 RUNS = Path(__file__).parent / "data" / "runs"
 CLEAN = RUNS / "tiny-random" / "20261201T113700Z-1b77"  # msg_00, stream_00: all PASS

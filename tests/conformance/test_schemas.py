@@ -20,8 +20,8 @@ from anthropic.types import Message, ModelInfo, RawMessageStreamEvent
 from anthropic.types.shared import ErrorResponse
 from pydantic import TypeAdapter
 
-from conformance import schemas
-from conformance.schemas import (
+from conformance.judging import schemas
+from conformance.judging.schemas import (
     EVENT_TYPES,
     openapi_path,
     validate_error,
@@ -222,9 +222,10 @@ def test_spec_constraints_that_matter_are_kept() -> None:
 def test_schemas_dir_prefers_the_wheel_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     package = tmp_path / "conformance"
     (package / "_schemas").mkdir(parents=True)
-    shutil.copy(Path(schemas.__file__), package / "schemas.py")
+    (package / "judging").mkdir()
+    shutil.copy(Path(schemas.__file__), package / "judging" / "schemas.py")
     shutil.copy(openapi_path(), package / "_schemas" / "openapi.json")
-    spec = importlib.util.spec_from_file_location("wheel_schemas", package / "schemas.py")
+    spec = importlib.util.spec_from_file_location("wheel_schemas", package / "judging" / "schemas.py")
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conformance.sse import SSEComment, SSEParser, SSETranscript, parse_sse
+from conformance.wire.sse import SSEComment, SSEParser, SSETranscript, parse_sse
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "streams"
 ALL = sorted(FIXTURES.glob("*.sse"))

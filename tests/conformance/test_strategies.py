@@ -10,8 +10,7 @@ import pytest
 from hypothesis import given, settings
 from jsonschema import Draft202012Validator
 
-from conformance.schemas import validate_request
-from conformance.strategies import (
+from conformance.generating.strategies import (
     BREAKERS,
     EXTENDED_KEYWORDS,
     PATTERNS,
@@ -22,6 +21,7 @@ from conformance.strategies import (
     uses_extended_keywords,
     valid_requests,
 )
+from conformance.judging.schemas import validate_request
 
 SEMANTIC_ONLY = {
     "messages empty",

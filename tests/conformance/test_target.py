@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from conformance.profile import load_profile
-from conformance.target import Exchange, TargetConfig
+from conformance.wire.target import Exchange, TargetConfig
 
 
 def exchange() -> Exchange:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
 
-from conformance.launcher import free_port
+from conformance.wire.launcher import free_port
 
 from .fault_proxy import running_proxy
 from .suite import run_suite

@@ -1,4 +1,4 @@
-"""The TypeScript SDK driver (conformance/tsdriver.py) against a small canned server: a final
+"""The TypeScript SDK driver (conformance/wire/tsdriver.py) against a small canned server: a final
 message for a stream, an error class for a 400/401/404, exchanges recorded and tagged, and the
 accumulation rule the SDK-* faults rely on (finalMessage() is the snapshot at message_stop).
 
@@ -15,10 +15,10 @@ from typing import Any
 import httpx
 import pytest
 
-from conformance import tsdriver
-from conformance.launcher import free_port
-from conformance.target import Target, TargetConfig
-from conformance.tsdriver import TSDriverUnavailable, run_ts
+from conformance.wire import tsdriver
+from conformance.wire.launcher import free_port
+from conformance.wire.target import Target, TargetConfig
+from conformance.wire.tsdriver import TSDriverUnavailable, run_ts
 
 from .fault_proxy import running_proxy
 

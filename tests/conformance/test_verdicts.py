@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from conformance.catalogue import Citation, Level, Property
-from conformance.verdicts import (
+from conformance.judging.verdicts import (
     EXIT_CONFORMANT,
     EXIT_FAILED,
     EXIT_HARNESS,

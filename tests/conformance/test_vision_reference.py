@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from conformance.catalogue import REGISTRY, Level
-from conformance.launcher import reference_server
 from conformance.properties import load_all
+from conformance.wire.launcher import reference_server
 
 from .fault_proxy import FaultProxy, running_proxy
 from .faults import fault_catalogue

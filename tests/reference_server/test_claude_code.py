@@ -42,10 +42,10 @@ import httpx
 import pytest
 import uvicorn
 
-from conformance.accumulate import accumulate_transcript
-from conformance.grammar import check_stream
-from conformance.launcher import free_port, reference_server
-from conformance.sse import parse_sse
+from conformance.judging.grammar import check_stream
+from conformance.wire.accumulate import accumulate_transcript
+from conformance.wire.launcher import free_port, reference_server
+from conformance.wire.sse import parse_sse
 
 pytestmark = [pytest.mark.mlx, pytest.mark.slow]
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 import uvicorn
 
-from conformance.launcher import free_port
+from conformance.wire.launcher import free_port
 from reference_server import Settings, create_app
 from reference_server.engine.scripted import ScriptedEngine
 

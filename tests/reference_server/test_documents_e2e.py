@@ -14,7 +14,7 @@ import anthropic
 import pytest
 from PIL import Image
 
-from conformance.launcher import reference_server
+from conformance.wire.launcher import reference_server
 from tests.reference_server.test_documents import encrypted_pdf, make_pdf
 
 pytestmark = pytest.mark.mlx

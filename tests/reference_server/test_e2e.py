@@ -12,8 +12,8 @@ import anthropic
 import httpx
 import pytest
 
-from conformance.launcher import reference_server
-from conformance.sse import parse_sse
+from conformance.wire.launcher import reference_server
+from conformance.wire.sse import parse_sse
 
 pytestmark = pytest.mark.mlx
 

@@ -13,7 +13,7 @@ import anthropic
 import pytest
 from PIL import Image
 
-from conformance.launcher import reference_server
+from conformance.wire.launcher import reference_server
 
 pytestmark = pytest.mark.mlx
 

@@ -14,7 +14,7 @@ import anthropic
 import httpx
 import pytest
 
-from conformance.launcher import reference_server
+from conformance.wire.launcher import reference_server
 
 pytestmark = pytest.mark.mlx
 

@@ -25,7 +25,7 @@ import anthropic
 import httpx
 import pytest
 
-from conformance.launcher import free_port, stop, wait_until_ready
+from conformance.wire.launcher import free_port, stop, wait_until_ready
 
 pytestmark = pytest.mark.mlx
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import anthropic
 import pytest
 
-from conformance.launcher import reference_server
+from conformance.wire.launcher import reference_server
 
 pytestmark = [pytest.mark.mlx, pytest.mark.slow]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conformance.launcher import reference_server
+from conformance.wire.launcher import reference_server
 
 from .test_metrics_app import value
 

@@ -11,7 +11,7 @@ import jsonschema
 import openai  # the `test` extra, which nox -s tests installs
 import pytest
 
-from conformance.launcher import reference_server
+from conformance.wire.launcher import reference_server
 
 pytestmark = pytest.mark.mlx
 

@@ -17,7 +17,7 @@ import anthropic
 import jsonschema
 import pytest
 
-from conformance.launcher import reference_server
+from conformance.wire.launcher import reference_server
 
 from .mcp_server import mcp_server
 from .pages import serving_pages

@@ -12,7 +12,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from conformance.launcher import reference_server
+from conformance.wire.launcher import reference_server
 
 pytestmark = pytest.mark.mlx
 

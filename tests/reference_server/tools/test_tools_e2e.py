@@ -13,8 +13,8 @@ import httpx
 import jsonschema
 import pytest
 
-from conformance.launcher import reference_server
-from conformance.sse import parse_sse
+from conformance.wire.launcher import reference_server
+from conformance.wire.sse import parse_sse
 
 pytestmark = pytest.mark.mlx
 

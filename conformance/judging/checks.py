@@ -16,8 +16,8 @@ from typing import Any, NoReturn
 
 import httpx
 
-from conformance import schemas
 from conformance.catalogue import Level
+from conformance.judging import schemas
 
 __all__ = [
     "ERROR_STATUS",

@@ -86,10 +86,11 @@ class SchemaError:
 
 def schemas_dir() -> Path:
     """The directory holding openapi.json, error.schema.json and events/."""
-    packaged = Path(__file__).resolve().parent / "_schemas"
+    package = Path(__file__).resolve().parents[1]  # conformance/
+    packaged = package / "_schemas"
     if (packaged / "openapi.json").is_file():
         return packaged
-    return Path(__file__).resolve().parent.parent / "schemas"
+    return package.parent / "schemas"
 
 
 def openapi_path() -> Path:

@@ -18,9 +18,9 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from conformance.checks import ConformanceFailure, read
-from conformance.drivers import StreamRun, message_body
-from conformance.target import Target
+from conformance.judging.checks import ConformanceFailure, read
+from conformance.wire.drivers import StreamRun, message_body
+from conformance.wire.target import Target
 
 __all__ = [
     "BASH",

@@ -18,8 +18,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from conformance.target import Exchange
-from conformance.verdicts import Result, Verdict
+from conformance.judging.verdicts import Result, Verdict
+from conformance.wire.target import Exchange
 
 __all__ = ["DOCUMENTED_TYPES", "MetError", "errors_met", "judge_met", "problem_of"]
 

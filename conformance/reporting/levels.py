@@ -3,7 +3,7 @@
 Every MUST names its source (`@prop(source=...)`): a sentence of the docs (the API reference's
 docstrings included) or a fact of the official OpenAPI schema. A rule the docs are silent on is
 a SHOULD, its reasoning in the requirement; a MUST may hold weaker sub-cases (`Cases.case(...,
-level=Level.SHOULD)`), which WARN rather than FAIL. `python -m conformance.levels` prints the
+level=Level.SHOULD)`), which WARN rather than FAIL. `python -m conformance.reporting.levels` prints the
 section; the site generates its Levels page from it (docs/hooks.py), so it cannot drift.
 """
 
@@ -13,7 +13,7 @@ import sys
 from collections import Counter
 
 from conformance.catalogue import AREAS, REGISTRY, RETIRED, Level, Property
-from conformance.verdicts import md_cell
+from conformance.judging.verdicts import md_cell
 
 __all__ = ["levels_markdown", "weaker_sub_cases"]
 

@@ -1,4 +1,4 @@
-"""Judges and readers the BATCH-* properties share beyond conformance/batches.py: the MessageBatch
+"""Judges and readers the BATCH-* properties share beyond conformance/generating/batches.py: the MessageBatch
 object's shape (BATCH-001's rule), pages of the batch list, and what the SDK's results calls
 yield. Everything reads the target's data through the accessors of checks.py."""
 
@@ -10,7 +10,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from conformance.batches import (
+from conformance.generating.batches import (
     BATCHES,
     RESULT_TYPES,
     cancel_quietly,
@@ -20,7 +20,7 @@ from conformance.batches import (
     sdk_batch_call,
     status_of,
 )
-from conformance.checks import (
+from conformance.judging.checks import (
     ConformanceFailure,
     expect,
     expect_equal,
@@ -29,8 +29,8 @@ from conformance.checks import (
     expect_status,
     read,
 )
-from conformance.schemas import validate_response
-from conformance.target import Target
+from conformance.judging.schemas import validate_response
+from conformance.wire.target import Target
 
 __all__ = [
     "cancel_created",

@@ -17,9 +17,9 @@ import httpx2
 import pytest
 
 from conformance.catalogue import Property
-from conformance.checks import ConformanceFailure, NotJudged, Unsupported, request_label, take_notes
-from conformance.target import Target
-from conformance.verdicts import Result, Verdict, verdict_for_breakage
+from conformance.judging.checks import ConformanceFailure, NotJudged, Unsupported, request_label, take_notes
+from conformance.judging.verdicts import Result, Verdict, verdict_for_breakage
+from conformance.wire.target import Target
 
 __all__ = ["exception_line", "judge"]
 

@@ -34,7 +34,7 @@ the Message's `content`: the blocks themselves are `block:` keys), at the model 
 blocks (a text block's `cache_control`, an image's `source`) are not keys: the block type is.
 
 The spec extract lives in a checkout (`spec/`), not in the wheel: coverage is a repository tool.
-The page itself is written by conformance/coverage_report.py (`nox -s coverage`).
+The page itself is written by conformance/reporting/coverage_report.py (`nox -s coverage`).
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from conformance.schemas import openapi_path
-from conformance.sse import parse_sse
+from conformance.judging.schemas import openapi_path
+from conformance.wire.sse import parse_sse
 
 __all__ = [
     "KINDS",
@@ -61,7 +61,7 @@ __all__ = [
     "universe",
 ]
 
-SPEC_PATH = Path(__file__).resolve().parent.parent / "spec" / "anthropic-openapi-2026-05.messages.json"
+SPEC_PATH = Path(__file__).resolve().parents[2] / "spec" / "anthropic-openapi-2026-05.messages.json"
 
 # Kind → what the report calls it, in report order.
 KINDS = {
@@ -265,7 +265,7 @@ def _template(path: str) -> tuple[str, list[str]]:
 
 
 def observe(exchange: Mapping[str, Any]) -> set[str]:
-    """The coverage keys one recorded exchange (the evidence format of conformance/target.py)
+    """The coverage keys one recorded exchange (the evidence format of conformance/wire/target.py)
     shows: what was sent (endpoint, parameters, request fields, request blocks) and what came
     back (fields, blocks, deltas, events, stop reasons, error types). A streamed Message counts
     as the Message: message_start's `message`, message_delta's `delta` and `usage`."""

@@ -17,7 +17,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from conformance.verdicts import Result
+from conformance.judging.verdicts import Result
 
 __all__ = ["RunProgress"]
 

@@ -19,9 +19,9 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from conformance.matrix import Run
-from conformance.verdicts import EXIT_CONFORMANT, EXIT_FAILED, Verdict, first_line
-from conformance.verdicts import md_cell as _md
+from conformance.judging.verdicts import EXIT_CONFORMANT, EXIT_FAILED, Verdict, first_line
+from conformance.judging.verdicts import md_cell as _md
+from conformance.reporting.matrix import Run
 
 __all__ = ["BROKEN", "RunDiff", "Transition", "diff_runs", "print_diff", "render_markdown"]
 

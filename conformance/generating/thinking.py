@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from conformance.drivers import StreamRun, message_body
-from conformance.target import Target
+from conformance.wire.drivers import StreamRun, message_body
+from conformance.wire.target import Target
 
 __all__ = [
     "ENABLED_BUDGET",

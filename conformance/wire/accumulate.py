@@ -22,8 +22,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from conformance.grammar import KNOWN_EVENTS
-from conformance.sse import SSETranscript
+from conformance.judging.grammar import KNOWN_EVENTS
+from conformance.wire.sse import SSETranscript
 
 __all__ = ["AccumulationError", "accumulate", "accumulate_transcript"]
 

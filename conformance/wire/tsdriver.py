@@ -1,11 +1,11 @@
-"""The official TypeScript SDK as a second client: one call of `conformance/ts/driver.cjs` in Node.
+"""The official TypeScript SDK as a second client: one call of `conformance/wire/ts/driver.cjs` in Node.
 
 The two official SDKs parse the same wire differently in places (the TypeScript stream helper
 freezes its final message at `message_stop`; the Python one folds every event until the stream
 closes), so a server can be whole for one and broken for the other. The SDK-* properties drive
 this one; everything else drives the Python SDK.
 
-- The SDK is pinned by `conformance/ts/package.json` and `package-lock.json` and installed with
+- The SDK is pinned by `conformance/wire/ts/package.json` and `package-lock.json` and installed with
   `npm ci` into a cache directory on first use (`<checkout>/.cache/ts-sdk/`, else
   `~/.cache/plumbline/ts-sdk/`, or `$PLUMBLINE_CACHE_DIR/ts-sdk/`). Without `node` and `npm`, or
   when the install fails, `TSDriverUnavailable` says why (the properties SKIP).
@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 import httpx
 
-from conformance.target import REDACTED, Exchange, Target
+from conformance.wire.target import REDACTED, Exchange, Target
 
 __all__ = ["TS_DIR", "TSDriverUnavailable", "TSResult", "install_ts_sdk", "pinned_version", "run_ts"]
 
@@ -51,7 +51,7 @@ class TSDriverUnavailable(Exception):
 
 
 def pinned_version() -> str:
-    """The `@anthropic-ai/sdk` version conformance/ts/package.json pins."""
+    """The `@anthropic-ai/sdk` version conformance/wire/ts/package.json pins."""
     package = json.loads((TS_DIR / "package.json").read_text())
     return str(package["dependencies"][PACKAGE])
 

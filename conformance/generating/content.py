@@ -23,9 +23,9 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from conformance.checks import ConformanceFailure, expect, expect_error, json_object, read
-from conformance.drivers import message_body
-from conformance.target import Target
+from conformance.judging.checks import ConformanceFailure, expect, expect_error, json_object, read
+from conformance.wire.drivers import message_body
+from conformance.wire.target import Target
 
 __all__ = [
     "ask",

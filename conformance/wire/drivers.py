@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import anthropic
 import httpx
 
-from conformance.checks import (
+from conformance.judging.checks import (
     ConformanceFailure,
     expect,
     expect_no_schema_errors,
@@ -27,10 +27,10 @@ from conformance.checks import (
     read,
     read_optional,
 )
-from conformance.grammar import GrammarReport, check_stream
-from conformance.schemas import validate_response
-from conformance.sse import SSEParser, SSETranscript
-from conformance.target import Target
+from conformance.judging.grammar import GrammarReport, check_stream
+from conformance.judging.schemas import validate_response
+from conformance.wire.sse import SSEParser, SSETranscript
+from conformance.wire.target import Target
 
 T = TypeVar("T")
 

@@ -23,8 +23,8 @@ from typing import Any
 from urllib.parse import quote
 
 from conformance.catalogue import AREAS, Level
-from conformance.verdicts import Verdict, first_line
-from conformance.verdicts import md_cell as _md
+from conformance.judging.verdicts import Verdict, first_line
+from conformance.judging.verdicts import md_cell as _md
 
 __all__ = [
     "ABSENT",

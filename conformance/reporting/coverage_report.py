@@ -1,6 +1,6 @@
 """The spec coverage page: numbers per kind, the gaps, and every key with the properties that
-exercise it; Markdown and one self-contained HTML page (`python -m conformance.coverage_report`,
-or `nox -s coverage`). The keys and their universe are conformance/coverage.py's."""
+exercise it; Markdown and one self-contained HTML page (`python -m conformance.reporting.coverage_report`,
+or `nox -s coverage`). The keys and their universe are conformance/reporting/coverage.py's."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from conformance.coverage import KINDS, SPEC_PATH, covered_by, universe
+from conformance.reporting.coverage import KINDS, SPEC_PATH, covered_by, universe
 
 __all__ = ["KindCount", "counts", "main", "render_html", "render_markdown", "summary_table"]
 
@@ -130,7 +130,7 @@ def render_markdown(properties: Iterable[Any]) -> str:
         "- Keys marked † are not in the official copy: SDK 2.14 has them, and `schemas/` adds them",
         "  by overlay (`schemas/README.md`). They are counted apart.",
         f"- Properties: {len(props)}, declaring {sum(len(p.covers) for p in props)} keys.",
-        "- Key notation: `conformance/coverage.py`.",
+        "- Key notation: `conformance/reporting/coverage.py`.",
         "",
         "## Numbers",
         "",
@@ -215,7 +215,7 @@ def render_html(markdown: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m conformance.coverage_report [--out DIR]`: write coverage.md and coverage.html."""
+    """`python -m conformance.reporting.coverage_report [--out DIR]`: write coverage.md and coverage.html."""
     from conformance.catalogue import REGISTRY
     from conformance.properties import load_all
 

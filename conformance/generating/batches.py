@@ -34,9 +34,9 @@ from urllib.parse import quote
 import anthropic
 import httpx
 
-from conformance.checks import ConformanceFailure, expect_status, json_object, read
-from conformance.drivers import message_body
-from conformance.target import Exchange, Target
+from conformance.judging.checks import ConformanceFailure, expect_status, json_object, read
+from conformance.wire.drivers import message_body
+from conformance.wire.target import Exchange, Target
 
 __all__ = [
     "BATCH",

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from conformance.target import Exchange
-from conformance.verdicts import Gate, Result, Verdict, cause_of, causes, counts, first_line
-from conformance.verdicts import md_cell as _md
+from conformance.judging.verdicts import Gate, Result, Verdict, cause_of, causes, counts, first_line
+from conformance.judging.verdicts import md_cell as _md
+from conformance.wire.target import Exchange
 
 __all__ = ["RunInfo", "build_index", "slowest_properties", "write_exchanges", "write_reports"]
 

@@ -13,7 +13,7 @@ from rich.markup import escape
 
 from conformance.determinism import Determinism
 from conformance.features import Support
-from conformance.verdicts import Result, Verdict, causes, first_line
+from conformance.judging.verdicts import Result, Verdict, causes, first_line
 
 __all__ = ["COLOURS", "print_context", "print_summary", "print_verdict", "verdict_details"]
 

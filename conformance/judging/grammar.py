@@ -18,8 +18,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from conformance.schemas import validate_event
-from conformance.sse import SSEEvent, SSETranscript
+from conformance.judging.schemas import validate_event
+from conformance.wire.sse import SSEEvent, SSETranscript
 
 __all__ = [
     "BLOCK_DELTAS",

@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from conformance.checks import Cases, expect, expect_equal, read, read_optional
-from conformance.content import squeeze
-from conformance.drivers import expect_stream, stream_raw
-from conformance.target import Target
+from conformance.generating.content import squeeze
+from conformance.judging.checks import Cases, expect, expect_equal, read, read_optional
+from conformance.wire.drivers import expect_stream, stream_raw
+from conformance.wire.target import Target
 
 __all__ = ["Source", "citations_deltas", "citations_of", "judge_all", "judge_citation", "streamed_citations"]
 

@@ -1,0 +1,8 @@
+"""Judging: what a target sent, against what the spec says, into a verdict.
+
+`checks.py` holds the accessors and expectations every property asserts through, `schemas.py`
+the offline contract (`schemas/`), `grammar.py` the event-stream grammar, `citing.py` and
+`batch_checks.py` the judges their areas share; `outcome.py` turns what a property's test
+raised into a verdict with evidence, `passive.py` judges what a whole run met, and
+`verdicts.py` computes the gate from the verdicts and a baseline.
+"""
