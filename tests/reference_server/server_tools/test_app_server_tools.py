@@ -653,3 +653,29 @@ def test_an_indexed_page_is_fetched_from_the_index_without_the_network(index_dir
     }
     # use_cache false: the network only, where the reserved domain never resolves
     assert uncached["content"][1]["content"]["error_code"] == "url_not_accessible"
+
+
+def test_a_fetched_pdf_is_cited_by_page():
+    """A PDF fetched with citations on is a citable PDF document: its quotes are page_location."""
+    from ..test_documents import make_pdf
+    from .pages import PAGES
+
+    pdf = make_pdf(["The first page.", "The plumb line is vertical."])
+    PAGES["/doc.pdf"] = (200, "application/pdf", pdf, {})
+    try:
+        with serving_pages() as site:
+            url = f"{site.url}/doc.pdf"
+            then = "<cite 0>The plumb line is vertical.\n</cite>"  # a whole chunk: the page's text
+            client, _ = client_for(
+                calling(ToolCall("x", "web_fetch", {"url": url}), then=then), allow_private_fetch=True
+            )
+            with client:
+                message = client.post("/v1/messages", json=body([CITING], f"Read {url}")).json()
+    finally:
+        del PAGES["/doc.pdf"]
+    document = message["content"][1]["content"]["content"]
+    assert (document["source"]["media_type"], document["citations"]) == ("application/pdf", {"enabled": True})
+    (citation,) = message["content"][2]["citations"]
+    assert citation["type"] == "page_location"
+    assert (citation["start_page_number"], citation["end_page_number"]) == (2, 3)
+    assert citation["cited_text"] == "The plumb line is vertical.\n"
