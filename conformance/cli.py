@@ -43,6 +43,7 @@ WEB_INDEX = PACKAGE_DIR / "profiles" / "web-index"
 # The pytest plugins a run loads (by module: plugin autoloading is off, see run_suite).
 HYPOTHESIS_PLUGIN = "_hypothesis_pytestplugin"
 XDIST_PLUGIN = "xdist.plugin"
+NO_AUTOLOAD = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
 JUDGED_SERVER_ARGS = (
     # MSG-023 fills the window: 2048 tokens prefill in ~8 s on 2 cores, SmolLM2's own 8192 in
     # ~65 s per try (tiny-random's default is 2048 already).
@@ -197,9 +198,16 @@ def run_suite(
         pytest_args += ["-k", args.keyword]
     # Only the plugins the harness names: others installed beside it (a test-order randomiser,
     # a rerunner of failures) would change what a run judges, and loading them all costs more
-    # than a second a run. The variable reaches xdist's workers too.
-    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    return int(pytest.main(pytest_args))
+    # than a second a run. Set for the run only; xdist's workers, started within it, inherit it.
+    autoload = os.environ.get(NO_AUTOLOAD)
+    os.environ[NO_AUTOLOAD] = "1"
+    try:
+        return int(pytest.main(pytest_args))
+    finally:
+        if autoload is None:
+            os.environ.pop(NO_AUTOLOAD, None)
+        else:
+            os.environ[NO_AUTOLOAD] = autoload
 
 
 def selected(keyword: str | None) -> int:

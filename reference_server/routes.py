@@ -79,7 +79,7 @@ async def _admitted(
         return ticket, await start()
     except BaseException:
         if ticket is not None:
-            ticket.settle(0)
+            ticket.cancel()
         raise
 
 

@@ -547,8 +547,9 @@ def _pieces(
 
 
 def _citation_plan(prompt: _Prompt, output_schema: Mapping[str, Any] | None) -> CitationPlan | None:
-    """The citable documents; the API refuses citations with structured outputs, and this
-    server does not serve them with tools the model may call."""
+    """The citable documents of the request; the API refuses citations with structured outputs
+    (on documents or on web fetch), and this server does not serve the request's own cited
+    documents with tools the model may call (pages fetched to cite: server_tools/citing.py)."""
     plan = plan_citations(prompt.documents)
     if output_schema is not None and any(
         isinstance(tool.server, WebFetchConfig) and tool.server.citations for tool in prompt.tools

@@ -23,6 +23,7 @@ from .documents import CitationPlan
 __all__ = ["CLOSE", "citation_grammar", "open_tag"]
 
 CLOSE = "</cite>"
+_NO_CALL_TAG = "~/(?s:.*" + CALL_OPEN.strip() + ".*)/"
 
 
 def open_tag(tag: str) -> str:
@@ -39,7 +40,9 @@ def citation_grammar(plan: CitationPlan, calls: Sequence[str] = ()) -> Grammar |
         for number, group in enumerate(document.quotable()):
             name = f"Q{document.tag.upper()}_{number}"
             rules.append(f"{name}: %regex {json.dumps({'substring_chunks': list(group)})}")
-            rules.append(f"N{name}: {name} & /(?s:.+)/")
+            # With calls after the answer, a quote never holds the call tag (the call parser
+            # reads the text first: serving.py).
+            rules.append(f"N{name}: {name} & /(?s:.+)/" + (f" & {_NO_CALL_TAG}" if calls else ""))
             lexemes.append(f"N{name}")
         if lexemes:
             tag = json.dumps(open_tag(document.tag))

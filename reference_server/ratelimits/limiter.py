@@ -62,7 +62,16 @@ class Ticket:
 
     limiter: RateLimiter
     max_tokens: int
+    input_tokens: int = 0
     settled: bool = field(default=False)
+
+    def cancel(self) -> None:
+        """The generation never started (the engine was full: a 529): give the whole charge
+        back, so that a refused request costs no limit."""
+        if self.settled:
+            return
+        self.settled = True
+        self.limiter.give_back({"requests": 1, "input": self.input_tokens, "output": self.max_tokens})
 
     def settle(self, output_tokens: int | None = None, cache_read_tokens: int = 0) -> None:
         """Give back the output tokens estimated but not generated, and the cache reads.
@@ -104,7 +113,7 @@ class RateLimiter:
             raise self._refusal(blocked, costs)
         for name, bucket in buckets.items():
             bucket.take(costs[name])
-        return Ticket(self, max_tokens)
+        return Ticket(self, max_tokens, input_tokens)
 
     def give_back(self, amounts: dict[str, int]) -> None:
         buckets = self._refilled()
@@ -116,7 +125,7 @@ class RateLimiter:
         name = max(blocked, key=lambda n: blocked[n])
         limit = self._buckets[name].capacity
         wait = blocked[name]
-        headers = self.headers()
+        headers: dict[str, str] = {}  # the rate-limit headers are the app's, by route (app.py)
         if math.isinf(wait):
             headers |= {"retry-after": "60", "x-should-retry": "false"}
             return RateLimitError(

@@ -4,9 +4,10 @@ Each page such a tool fetches in a turn is a document of the request (its result
 document says `citations: {"enabled": true}`), numbered after the request's own documents:
 `document_index` counts the request's documents in order, then this turn's fetched ones in
 the order they were fetched. The model reads it with the header of a citable document
-(content/documents.py), and the generation after it opens with a quote of a fetched page, as
-an answer about cited documents does (citations/grammar.py); it may go on with text, more
-quotes, and calls of the turn's tools.
+(content/documents.py), and the generation right after it opens with a quote of one of the
+turn's fetched pages, as an answer about cited documents does (citations/grammar.py); it may go
+on with text, more quotes, and calls of the turn's tools (a quote never holds the call tag).
+Later generations, after other tools' results, are free again.
 
 A fetched page in an earlier turn's history is read as text: it is not citable there.
 """

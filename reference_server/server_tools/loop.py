@@ -140,6 +140,7 @@ class TurnState:
     loaded: set[str]
     uses: Counter[str] = field(default_factory=Counter)
     cited: list[RenderedDocument] = field(default_factory=list)  # pages fetched to cite, in order
+    fresh: bool = False  # a page to cite was fetched since the last generation began
 
     @classmethod
     def of(cls, turns: Sequence[Turn], loaded: frozenset[str]) -> TurnState:
@@ -242,6 +243,7 @@ class ServerToolRuntime:
         document = citable_fetch(block, plan.documents + len(state.cited), path)
         if document is not None:
             state.cited.append(document)
+            state.fresh = True
             return document.text, False
         return result_text(block, {t.name: t for t in plan.tools}, path, self.open_result)
 
@@ -268,8 +270,11 @@ def continuation_grammar(plan: ServerToolPlan, loaded: set[str]) -> Grammar | No
 
 
 def next_generation(prepared: PreparedMessage, plan: ServerToolPlan, state: TurnState) -> PreparedMessage:
-    """The turn's next generation as `continued` prepared it, quoting the pages fetched to
-    cite when there are any (server_tools/citing.py)."""
+    """The turn's next generation as `continued` prepared it; right after a page fetched to
+    cite, one that quotes this turn's fetched pages (server_tools/citing.py)."""
+    if not state.fresh:
+        return prepared
+    state.fresh = False
     return cited_generation(prepared, state.cited, plan.callable(state.loaded), plan.parallel)
 
 
@@ -292,6 +297,7 @@ async def server_tool_turn(
     for name, block in plan.resumed:  # a call the client sent back unanswered, run in prepare
         state.uses[name] += 1
         runtime.read(block, plan, state, "server_tool_result")  # numbers a page fetched to cite
+        state.fresh = False  # the generation prepare made after it quotes it already
         yield ServerResult(block)
     output_tokens = 0
     current, deltas = prepared, generation

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from reference_server.content import render_document
+from reference_server.content.documents import MAX_TITLE_CHARS
 from reference_server.engine.toolformat import tool_function
 from reference_server.errors import InvalidRequestError
 from reference_server.protocol import (
@@ -49,7 +50,9 @@ def fetch_result(tool_use_id: str, fetched: Fetched, *, citable: bool = False) -
     """A fetch's result block; `citable`: the document has citations on (server_tools/citing.py)."""
     source = {"type": "base64" if fetched.media_type == "application/pdf" else "text"}
     source |= {"media_type": fetched.media_type, "data": fetched.data}
-    document: dict[str, Any] = {"type": "document", "source": source, "title": fetched.title}
+    # A document's title is at most 500 characters (a page's <title>, an index's first line)
+    title = fetched.title[:MAX_TITLE_CHARS] if fetched.title else None
+    document: dict[str, Any] = {"type": "document", "source": source, "title": title}
     if citable:
         document["citations"] = {"enabled": True}
     content = {

@@ -22,7 +22,7 @@ import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from bs4 import BeautifulSoup
 
@@ -58,6 +58,10 @@ class WebSearchIndex:
             [(d.url, d.title, d.text, d.page_age) for d in documents],
         )
         self.size = len(documents)
+        # The offline copies, by URL as a fetch may write it (the first document wins).
+        self._pages: dict[str, SearchHit] = {}
+        for document in documents:
+            self._pages.setdefault(_normal(document.url), document)
 
     @classmethod
     def from_directory(cls, directory: Path) -> WebSearchIndex:
@@ -99,12 +103,17 @@ class WebSearchIndex:
         host = (parts.hostname or "").lower()
         if parts.scheme not in ("http", "https") or not domain_allowed(host, config):
             return None
-        row = self._db.execute(
-            "SELECT title, body FROM docs WHERE url IN (?, ?) LIMIT 1", (url, url.rstrip("/"))
-        ).fetchone()
-        if row is None:
+        page = self._pages.get(_normal(url))
+        if page is None:
             return None
-        return Fetched(url, "text/plain", clipped(row[1], config), row[0] or None, now_iso())
+        return Fetched(url, "text/plain", clipped(page.text, config), page.title or None, now_iso())
+
+
+def _normal(url: str) -> str:
+    """`url` as the index looks pages up: scheme and host in lower case, no fragment, no final
+    slash (`https://Example.com/a/#top` is `https://example.com/a`)."""
+    parts = urlsplit(url.strip())
+    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), parts.path, parts.query, "")).rstrip("/")
 
 
 def _domain_ok(url: str, allowed: tuple[str, ...] | None, blocked: tuple[str, ...]) -> bool:

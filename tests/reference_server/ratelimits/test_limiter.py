@@ -37,7 +37,8 @@ def test_past_the_requests_limit_a_429_says_when_to_retry_and_that_retry_works()
     error = refused(rates)
     assert (error.status_code, error.error_type) == (429, "rate_limit_error")
     assert error.headers["retry-after"] == "30"  # 2 a minute: one back every 30 s
-    assert error.headers["anthropic-ratelimit-requests-remaining"] == "0"
+    assert rates.headers()["anthropic-ratelimit-requests-remaining"] == "0"  # the app adds these
+    assert error.limit == "requests"
     assert "2 requests per minute" in error.message
     clock.now += 29
     assert refused(rates).headers["retry-after"] == "1"
@@ -105,3 +106,16 @@ def test_headers_name_each_limit_set_with_an_rfc_3339_reset_when_full() -> None:
 def test_no_limit_set_is_off() -> None:
     assert not Limits().on
     assert Limits(otpm=1).on
+
+
+def test_a_request_that_never_started_is_given_back_whole() -> None:
+    clock = Clock()
+    rates = limiter(clock, rpm=2, itpm=100, otpm=100)
+    ticket = rates.admit(30, 40)
+    ticket.cancel()  # the engine was full: a 529
+    headers = rates.headers()
+    assert headers["anthropic-ratelimit-requests-remaining"] == "2"
+    assert headers["anthropic-ratelimit-input-tokens-remaining"] == "100"
+    assert headers["anthropic-ratelimit-output-tokens-remaining"] == "100"
+    ticket.settle(0)  # a second settlement gives nothing more back
+    assert rates.headers() == headers

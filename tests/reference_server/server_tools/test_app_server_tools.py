@@ -679,3 +679,33 @@ def test_a_fetched_pdf_is_cited_by_page():
     assert citation["type"] == "page_location"
     assert (citation["start_page_number"], citation["end_page_number"]) == (2, 3)
     assert citation["cited_text"] == "The plumb line is vertical.\n"
+
+
+def test_quotes_before_calls_never_hold_the_call_tag_and_the_grammar_compiles():
+    from reference_server.citations import CitableDocument, CitationPlan, citation_grammar
+    from reference_server.engine import check_grammar
+    from reference_server.tools.definitions import parse_tools
+    from reference_server.tools.grammar import call_rules
+
+    page = CitableDocument(0, "Formats", "text", (("Models write <tool_call>\n then JSON. ", "It ends."),))
+    plan = CitationPlan((page,))
+    with_calls = citation_grammar(plan, call_rules(parse_tools([CLOCK]), parallel=False))
+    alone = citation_grammar(plan)
+    assert with_calls is not None
+    assert alone is not None
+    check_grammar(with_calls)  # llguidance takes it
+    assert "~/(?s:.*<tool_call>.*)/" in with_calls.lark
+    assert "<tool_call>.*)/" not in alone.lark  # without calls, a quote may hold anything
+
+
+def test_long_titles_are_clipped_and_indexed_urls_match_loosely(index_dir):
+    from reference_server.server_tools.fetch import Fetched
+    from reference_server.server_tools.results import fetch_result
+
+    long = Fetched("https://a.example/", "text/plain", "Text.", "T" * 600, "2026-12-04T00:00:00Z")
+    assert len(fetch_result("srvtoolu_1", long).content["content"]["title"]) == 500
+    url = "https://TIDES.example/brest/#top"
+    client, _ = client_for(calling(ToolCall("x", "web_fetch", {"url": url})), web_search_index=index_dir)
+    with client:
+        message = client.post("/v1/messages", json=body([FETCH], f"Read {url}")).json()
+    assert message["content"][1]["content"]["content"]["source"]["data"] == "High tide in Brest is at noon."
