@@ -537,13 +537,19 @@ def _pieces(
     out: list[TextPiece | CallStart | ArgsPiece | CallEnd | QuoteStart | QuoteText | QuoteEnd] = []
     for piece in pieces:
         if isinstance(piece, TextPiece):
-            out += [TextPiece(p) if isinstance(p, str) else p for p in quotes.feed(piece.text)]
+            out += _quoted(quotes.feed(piece.text))
         else:  # a call: what the quote parser held was text
-            out += [TextPiece(p) if isinstance(p, str) else p for p in quotes.flush()]
-            out.append(piece)
+            out += [*_quoted(quotes.flush()), piece]
     if last:
-        out += [TextPiece(p) if isinstance(p, str) else p for p in quotes.flush()]
+        out += _quoted(quotes.flush())
     return out
+
+
+def _quoted(
+    parsed: list[str | QuoteStart | QuoteText | QuoteEnd],
+) -> list[TextPiece | QuoteStart | QuoteText | QuoteEnd]:
+    """The quote parser's pieces, its text as text pieces."""
+    return [TextPiece(p) if isinstance(p, str) else p for p in parsed]
 
 
 def _citation_plan(prompt: _Prompt, output_schema: Mapping[str, Any] | None) -> CitationPlan | None:

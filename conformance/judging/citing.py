@@ -15,10 +15,19 @@ from typing import Any
 
 from conformance.generating.content import squeeze
 from conformance.judging.checks import Cases, expect, expect_equal, read, read_optional
-from conformance.wire.drivers import expect_stream, stream_raw
+from conformance.wire.drivers import StreamRun, expect_stream, stream_raw
 from conformance.wire.target import Target
 
-__all__ = ["Source", "citations_deltas", "citations_of", "judge_all", "judge_citation", "streamed_citations"]
+__all__ = [
+    "Source",
+    "citations_deltas",
+    "citations_in",
+    "citations_of",
+    "delta_events",
+    "judge_all",
+    "judge_citation",
+    "streamed_citations",
+]
 
 
 def citations_of(message: Any) -> list[Any]:
@@ -42,7 +51,11 @@ class Source:
 
 def citations_deltas(target: Target, body: dict[str, Any]) -> list[dict[str, Any]]:
     """Every citations_delta event of the streamed answer to `body`."""
-    run = expect_stream(stream_raw(target, body))
+    return delta_events(expect_stream(stream_raw(target, body)))
+
+
+def delta_events(run: StreamRun) -> list[dict[str, Any]]:
+    """Every citations_delta event of a stream."""
     return [
         event
         for event in run.of_type("content_block_delta")
@@ -52,9 +65,13 @@ def citations_deltas(target: Target, body: dict[str, Any]) -> list[dict[str, Any
 
 def streamed_citations(target: Target, body: dict[str, Any]) -> list[Any]:
     """The citation of every citations_delta of the streamed answer to `body`."""
+    return citations_in(expect_stream(stream_raw(target, body)))
+
+
+def citations_in(run: StreamRun) -> list[Any]:
+    """The citation of every citations_delta of a stream."""
     return [
-        read(event, "delta.citation", dict, where="a citations_delta event")
-        for event in citations_deltas(target, body)
+        read(event, "delta.citation", dict, where="a citations_delta event") for event in delta_events(run)
     ]
 
 

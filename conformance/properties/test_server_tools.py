@@ -48,7 +48,7 @@ from conformance.judging.checks import (
     read,
     read_optional,
 )
-from conformance.judging.citing import Source, citations_of, judge_all
+from conformance.judging.citing import Source, citations_in, citations_of, judge_all
 from conformance.wire.drivers import create_json, expect_stream, stream_raw
 from conformance.wire.loopback import loopback_mcp, loopback_page
 from conformance.wire.target import Target
@@ -908,11 +908,7 @@ def test_srvtool_014_fetched_page_citations(target: Target) -> None:
     again = [b for b in started if isinstance(b, dict) and b.get("tool_use_id") == call["id"]]
     expect(bool(again), "a web_fetch_tool_result answering the fetch, streamed", "none", reason="unanswered")
     streamed_source = fetched_source(again[0])
-    streamed = [
-        read(event, "delta.citation", dict, where="a citations_delta event")
-        for event in run.of_type("content_block_delta")
-        if isinstance(event.get("delta"), dict) and event["delta"].get("type") == "citations_delta"
-    ]
+    streamed = citations_in(run)
     if not plain and not streamed:
         not_judged("no citation of the fetched page came, streamed or not")
     cases = Cases()

@@ -20,9 +20,11 @@ from dataclasses import replace
 from reference_server.citations import CitableDocument, CitationPlan, citation_grammar
 from reference_server.content import RenderedDocument, render_document
 from reference_server.prepared import PreparedMessage
-from reference_server.protocol import DocumentBlockParam, ServerToolResultBlock, WebFetchToolResultBlock
+from reference_server.protocol import ServerToolResultBlock, WebFetchToolResultBlock
 from reference_server.tools.definitions import ToolDefinition
 from reference_server.tools.grammar import call_rules
+
+from .results import fetched_document
 
 __all__ = ["CITABLE", "citable_fetch", "cited_generation"]
 
@@ -34,10 +36,8 @@ def citable_fetch(block: ServerToolResultBlock, index: int, path: str) -> Render
     None for any other result (an error, a tool without citations, a page with no text)."""
     if not isinstance(block, WebFetchToolResultBlock) or block.content.get("type") != "web_fetch_result":
         return None
-    document = DocumentBlockParam.model_validate(block.content.get("content"))
-    if document.citations != CITABLE:
-        return None
-    if document.source.get("type") == "text" and not document.source.get("data"):
+    document = fetched_document(block.content)
+    if document is None or document.citations != CITABLE:
         return None
     return render_document(document, f"{path}.content.content", index)
 

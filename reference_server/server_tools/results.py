@@ -34,6 +34,7 @@ __all__ = [
     "Sealer",
     "fetch_error",
     "fetch_result",
+    "fetched_document",
     "found_tools",
     "result_text",
     "search_error",
@@ -152,11 +153,19 @@ def result_text(
         listed = [json.dumps(tool_function(tools[n].spec()), ensure_ascii=False) for n in names if n in tools]
         return "Tools found; they can now be called:\n" + "\n".join(listed), False
     if kind == "web_fetch_result":
-        document = DocumentBlockParam.model_validate(content.get("content"))
-        if document.source.get("type") == "text" and not document.source.get("data"):
+        document = fetched_document(content)
+        if document is None:
             return f"{content.get('url')}: the page has no text.", False
         return render_document(document, f"{path}.content.content").text, False
     raise InvalidRequestError(f"{path}.content.type: unknown result type {kind!r}")
+
+
+def fetched_document(content: Mapping[str, Any]) -> DocumentBlockParam | None:
+    """The document of a `web_fetch_result`, or None when the page has no text."""
+    document = DocumentBlockParam.model_validate(content.get("content"))
+    if document.source.get("type") == "text" and not document.source.get("data"):
+        return None
+    return document
 
 
 def _search_text(results: list[Any], path: str, opener: Opener | None) -> str:
