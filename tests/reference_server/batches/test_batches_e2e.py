@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import sqlite3
+import statistics
 import subprocess
 import sys
 import time
@@ -282,7 +283,9 @@ def test_interactive_requests_keep_their_first_token_time_while_a_batch_runs(cli
     created = client.messages.batches.create(requests=requests)
     try:
         time.sleep(0.5)  # the batch is decoding
-        busy = max(first_token_seconds(url) for _ in range(3))
+        # The median of three: one request the shared machine's scheduler stalled is not the
+        # server queueing it (that would delay all three by seconds).
+        busy = statistics.median(first_token_seconds(url) for _ in range(3))
         # Measured while the batch ran (8 x 1500 tokens take tiny-random a minute).
         assert client.messages.batches.retrieve(created.id).processing_status == "in_progress"
     finally:
