@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import shutil
 import tempfile
 import time
@@ -43,7 +44,7 @@ from conformance.determinism import Determinism, probe_determinism
 from conformance.features import Features
 from conformance.hypothesis_profiles import register_profiles
 from conformance.judging.checks import Unsupported
-from conformance.judging.outcome import judge
+from conformance.judging.outcome import exception_line, judge
 from conformance.judging.passive import MetError, errors_met, judge_met
 from conformance.judging.verdicts import (
     EXIT_HARNESS,
@@ -57,6 +58,7 @@ from conformance.profile import Profile, load_profile
 from conformance.reporting.console import print_context, print_summary, print_verdict
 from conformance.reporting.progress import RunProgress
 from conformance.reporting.reports import write_exchanges, write_reports
+from conformance.scheduling import property_of_nodeid
 from conformance.wire.target import Target, TargetConfig
 
 _STATE = pytest.StashKey["RunState"]()
@@ -90,6 +92,7 @@ class RunState:
     other_failures: int = 0  # failed tests that are not properties (a project's own, beside them)
     met: list[MetError] = field(default_factory=list)  # the error statuses every property met
     held: dict[str, Result] = field(default_factory=dict)  # passive results, judged at the end
+    internal_error: str | None = None  # the last line of an INTERNALERROR, when the run had one
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -297,13 +300,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         result = judge(prop, call, report, state.target)
         if os.environ.get(KEEP_EXCHANGES_ENV) and state.target is not None:
             write_exchanges(state.report_dir, prop.id, state.target.recorder.exchanges)
-        report.plumbline = result.as_wire()  # type: ignore[attr-defined]
+        # As JSON text: execnet, which carries a worker's report to the controller, cannot encode
+        # every value a target may send (an int below -2**31 crashed the whole run); text it can.
+        report.plumbline = _to_wire(result.as_wire())  # type: ignore[attr-defined]
         if state.target is not None:  # what it met, for the passive properties (passive.py)
             met = errors_met(prop.id, state.target.recorder.exchanges)
-            report.plumbline_met = [error.as_wire() for error in met]  # type: ignore[attr-defined]
+            report.plumbline_met = _to_wire([error.as_wire() for error in met])  # type: ignore[attr-defined]
         if result.verdict in (Verdict.UNSUPPORTED, Verdict.WARN, Verdict.SKIP):
             report.outcome = "skipped"  # pytest's own tally is not the gate
             report.longrepr = ("", 0, result.verdict.value)
+
+
+def _to_wire(data: Any) -> str:
+    return json.dumps(data, default=str, ensure_ascii=False)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -311,12 +320,17 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     state = _state(_CONFIG[0]) if _CONFIG else None
     if state is None or state.worker:
         return
-    data = getattr(report, "plumbline", None)
-    if not isinstance(data, dict):
-        state.other_failures += report.failed  # not a property: pytest's own verdict counts
+    wire = getattr(report, "plumbline", None)
+    if not isinstance(wire, str):
+        crashed = property_of_nodeid(report.nodeid) if report.failed else None
+        if crashed is not None:  # xdist's report of a worker that died while judging it
+            _record(state, _not_judged(crashed, f"its worker died while judging it ({report.longrepr})"))
+        else:
+            state.other_failures += report.failed  # not a property: pytest's own verdict counts
         return
+    data = json.loads(wire)
     result = Result.from_wire(data, REGISTRY[data["id"]])
-    state.met += [MetError.from_wire(error) for error in getattr(report, "plumbline_met", [])]
+    state.met += [MetError.from_wire(error) for error in json.loads(getattr(report, "plumbline_met", "[]"))]
     if result.property.passive:
         state.held[result.property.id] = result
     else:
@@ -334,11 +348,52 @@ def _record(state: RunState, result: Result) -> None:
         state.progress.record(result)
 
 
+def _not_judged(prop: Property, why: str) -> Result:
+    """The verdict of a property the run planned but never judged: an ERROR that says why."""
+    return Result(prop, Verdict.ERROR, 0.0, reason="not-judged", message=f"not judged: {why}")
+
+
+def _record_unjudged(state: RunState, why: str) -> None:
+    """Every planned property without a verdict, as an ERROR in every report (a run cut short
+    must not read as a complete one)."""
+    planned = state.progress.order if state.progress is not None else []
+    for pid in planned:
+        if pid not in state.results and pid not in state.held:
+            _record(state, _not_judged(REGISTRY[pid], why))
+
+
 def _release_passive(state: RunState) -> None:
     """Every other result is in (or the run is over): the passive properties' verdicts."""
     for result in state.held.values():
         _record(state, judge_met(result, state.met))
     state.held.clear()
+
+
+def _why_unjudged(state: RunState, exitstatus: int) -> str:
+    if state.internal_error:
+        return f"the run stopped on a harness error before it was judged ({state.internal_error})"
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        return "the run was interrupted before it was judged"
+    return f"the run ended before it was judged (pytest exit status {int(exitstatus)})"
+
+
+# `E   RuntimeError: words` in a formatted traceback (a worker's internal error reaches the
+# controller as text).
+_RAISED = re.compile(r"^(?:E\s+)?((?:[A-Za-z_][\w.]*)(?:Error|Exception|Exit|Interrupt)\b.*)$")
+
+
+def _raised(text: str) -> str | None:
+    """The last exception line of a formatted traceback, if it holds one."""
+    found = [m[1] for m in map(_RAISED.match, (line.strip() for line in text.splitlines())) if m]
+    return found[-1][:300] if found else None
+
+
+def pytest_internalerror(excrepr: Any, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    """The first one is kept, to say why the properties not judged yet never were (an xdist
+    worker's internal error ends the whole run; what follows it is its aftermath)."""
+    state = _state(_CONFIG[0]) if _CONFIG else None
+    if state is not None and not state.worker and state.internal_error is None:
+        state.internal_error = _raised(str(excinfo.value)) or exception_line(excinfo.value)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -355,6 +410,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = _state(session.config)
     if state is None or state.worker:
         return
+    _record_unjudged(state, _why_unjudged(state, exitstatus))
     _release_passive(state)  # a run cut short: judged on what it met
     if state.progress is not None:
         state.progress.close()

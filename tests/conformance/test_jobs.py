@@ -183,3 +183,102 @@ def test_a_selection_prepares_only_what_it_runs(tiny_random_url, proof_profile, 
     assert code == 0, output[-3000:]
     assert [p["id"] for p in index["properties"]] == selected
     assert set(index["feature_support"]) == {"tools"}
+
+
+# ---- what crosses from a worker to the controller, and a run cut short
+
+
+def _huge_ints(request, response):
+    """Every JSON answer carries ints far outside 32 bits, as a target's echo of a generated
+    request may: usage that no 32-bit encoder can carry, and a key of its own."""
+    data = response.json
+    if not isinstance(data, dict):
+        return response
+    data["x_counter"] = -(2**40)
+    if isinstance(data.get("usage"), dict):
+        data["usage"]["output_tokens"] = -(2**63)
+    return response.with_json(data)
+
+
+# Enough properties that each worker judges several, among them those that read usage.
+SEVERAL = "msg_00 or tokens_00"
+
+
+@pytest.mark.mlx
+@pytest.mark.slow
+def test_a_target_answering_ints_far_outside_32_bits_is_judged_whole(
+    tiny_random_url, proof_profile, tmp_path
+):
+    """The evidence of a property judged by a worker reaches the controller whatever the target
+    sent (execnet could not encode an int below -2**31: the run ended with an INTERNALERROR,
+    exit 2, and a summary that read like a complete run)."""
+    load_all()
+    huge = Fault("ints far outside 32 bits", response=_huge_ints)
+    with running_proxy(FaultProxy(tiny_random_url, everywhere=huge)) as url:
+        code, index, output = run_suite(
+            url, tmp_path, profile=proof_profile, extra=["--jobs", "4", "-k", SEVERAL]
+        )
+    assert "INTERNALERROR" not in output, output[-3000:]
+    got = verdicts(index)
+    planned = [p.id for p in REGISTRY.values() if p.id.startswith(("MSG-00", "TOKENS-00"))]
+    assert sorted(got) == sorted(planned)  # every selected property has a verdict
+    assert "ERROR" not in got.values(), output[-3000:]
+    assert got["MSG-009"] == "FAIL"  # usage.output_tokens < 0, with the huge value as evidence
+    evidence = json.loads((tmp_path / "proof" / index["run_id"] / "cases" / "MSG-009.json").read_text())
+    assert -(2**63) in [e["response"]["body"]["usage"]["output_tokens"] for e in evidence["exchanges"]]
+    assert code == 1
+
+
+CRASH_PLUGIN = """
+import pytest
+
+def pytest_runtest_logreport(report):
+    # On a worker only: its report of MSG-003 cannot be sent (as the int the transport could
+    # not encode did), an internal error that ends the whole run.
+    if report.when == "call" and "test_msg_003_" in report.nodeid and CONFIG and hasattr(CONFIG[0], "workerinput"):
+        raise RuntimeError("simulated: the report could not be sent")
+
+CONFIG = []
+
+def pytest_configure(config):
+    CONFIG.append(config)
+"""
+
+
+@pytest.mark.mlx
+@pytest.mark.slow
+def test_a_run_cut_short_names_every_property_it_did_not_judge(
+    tiny_random_url, proof_profile, tmp_path, monkeypatch
+):
+    """A worker's internal error ends the run: each property it planned and never judged is an
+    ERROR that says why, in index.json, summary.md, junit.xml and on the console; exit 2."""
+    load_all()
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "plumbline_crash.py").write_text(CRASH_PLUGIN)
+    monkeypatch.setenv(
+        "PYTHONPATH", f"{tmp_path / 'plugins'}:{__import__('os').environ.get('PYTHONPATH', '')}"
+    )
+    monkeypatch.setenv("PYTEST_PLUGINS", "plumbline_crash")
+    reports = tmp_path / "reports"
+    code, index, output = run_suite(
+        tiny_random_url, reports, profile=proof_profile, extra=["--jobs", "2", "-k", "msg_0"]
+    )
+    planned = sorted(p.id for p in REGISTRY.values() if p.id.startswith("MSG-0"))
+    by_id = {p["id"]: p for p in index["properties"]}
+    assert sorted(by_id) == planned  # the report holds the whole plan, judged or not
+    unjudged = [p for p in index["properties"] if p["reason"] == "not-judged"]
+    assert unjudged, output[-3000:]
+    for p in unjudged:
+        assert p["verdict"] == "ERROR"
+        assert p["message"].startswith("not judged: the run stopped on a harness error"), p["message"]
+        assert "simulated: the report could not be sent" in p["message"]
+    assert index["counts"]["ERROR"] == len(unjudged)
+    assert code == 2
+    run_dir = reports / "proof" / index["run_id"]
+    summary = (run_dir / "summary.md").read_text()
+    junit = (run_dir / "junit.xml").read_text()
+    for p in unjudged:
+        assert f"| ERROR | {p['id']} |" in summary
+        assert f"{p['id']} " in junit
+    assert junit.count("<error ") == len(unjudged)
+    assert any(line.split()[:2] == ["ERROR", unjudged[0]["id"]] for line in output.splitlines())
