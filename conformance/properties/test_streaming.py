@@ -54,9 +54,28 @@ def streams(target: Target) -> list[StreamRun]:
     ]
 
 
-def grammar(target: Target, codes: set[str], what: str) -> None:
-    for run in streams(target):
+def grammar(target: Target, codes: set[str], what: str, *, of: str | None = None) -> None:
+    """No violation of `codes` in either stream. A rule about content blocks (`of`: the
+    event it needs, `content_block_start` or `content_block_delta`) rests on at least one
+    such event: streams without one have nothing to judge (SKIP), not a PASS."""
+    runs = streams(target)
+    for run in runs:
         expect_no_violations(run, codes, what)
+    if of is not None:
+        expect_evidence(runs, of)
+
+
+def expect_evidence(runs: list[StreamRun], event: str) -> None:
+    """SKIP, saying why, unless some stream holds an `event` to judge. A stream that ended
+    before message_stop is STREAM-009's finding."""
+    if any(run.of_type(event) for run in runs):
+        return
+    cut = any(not run.of_type("message_stop") for run in runs)
+    not_judged(
+        f"none of the {len(runs)} streams held a {event} event: nothing to judge"
+        + (" (a stream ended before message_stop)" if cut else ""),
+        judged_by="STREAM-009" if cut else None,
+    )
 
 
 @prop(
@@ -177,6 +196,7 @@ def test_stream_005_block_indices(target: Target) -> None:
         target,
         {"index-gap", "delta-unknown-block", "stop-unknown-block"},
         "contiguous block indices, deltas only for started blocks",
+        of="content_block_start",
     )
 
 
@@ -200,7 +220,7 @@ def test_stream_005_block_indices(target: Target) -> None:
     ),
 )
 def test_stream_006_one_open_block(target: Target) -> None:
-    grammar(target, {"interleaved-blocks"}, "one open block at a time")
+    grammar(target, {"interleaved-blocks"}, "one open block at a time", of="content_block_start")
 
 
 @prop(
@@ -228,6 +248,7 @@ def test_stream_007_blocks_stopped(target: Target) -> None:
         target,
         {"block-not-stopped", "double-stop", "block-after-message-delta"},
         "each block stopped exactly once before message_delta",
+        of="content_block_start",
     )
 
 
@@ -263,6 +284,7 @@ def test_stream_008_delta_types(target: Target) -> None:
         for run in runs:
             expect_no_violations(run, {"block-start-not-empty"}, "a content_block_start with an empty block")
     cases.check()
+    expect_evidence(runs, "content_block_delta")
 
 
 @prop(
@@ -368,6 +390,7 @@ def test_stream_011_event_schemas(target: Target) -> None:
         target,
         {"schema-invalid", "missing-output-tokens", "stop-reason-null"},
         "schema-valid events",
+        of="content_block_delta",  # a stream of its frame alone leaves the blocks' events unjudged
     )
 
 
@@ -796,12 +819,14 @@ def test_stream_019_error_event(target: Target) -> None:
     ),
 )
 def test_stream_020_no_empty_deltas(target: Target) -> None:
-    for run in streams(target):
+    runs = streams(target)
+    for run in runs:
         deltas = [e.get("delta") for e in run.of_type("content_block_delta")]
         empty = [
             d for d in deltas if isinstance(d, dict) and d.get("type") == "text_delta" and not d.get("text")
         ]
         expect(not empty, "no empty text_delta", empty[:3], reason="empty-delta")
+    expect_evidence(runs, "content_block_delta")
 
 
 @prop(

@@ -45,7 +45,7 @@ def print_verdict(console: Console, result: Result) -> None:
 
 def verdict_details(result: Result) -> list[str]:
     """The lines under a verdict on the console: every broken sub-case's Expected and Actual,
-    the reason of a SKIP or an ERROR, and the notes (sub-cases not judged)."""
+    the reason of a SKIP, an UNSUPPORTED or an ERROR, and the notes (sub-cases not judged)."""
     lines: list[str] = []
     if result.verdict in (Verdict.FAIL, Verdict.WARN):
         broken = result.subcases or [{"case": None, "expected": result.expected, "actual": result.actual}]
@@ -57,7 +57,7 @@ def verdict_details(result: Result) -> list[str]:
                 lines.append(f"{' ' * len(prefix)}Actual:   {first_line(case.get('actual'), 140)}")
         if not lines:
             lines.append(first_line(result.message, 150))
-    elif result.verdict in (Verdict.ERROR, Verdict.SKIP) and result.message:
+    elif result.verdict in (Verdict.ERROR, Verdict.SKIP, Verdict.UNSUPPORTED) and result.message:
         lines.append(first_line(result.message, 200))
     lines += [first_line(text, 240) for text in result.notes]
     return lines

@@ -152,11 +152,12 @@ def render_summary(index: dict[str, Any]) -> str:
                     f"| {_md(first_line(expected, 120))} | {_md(first_line(actual, 160))} |"
                 )
         lines.append("")
-    unjudged = [p for p in _ordered(index) if p["verdict"] == "SKIP"]
-    if unjudged:
-        lines += ["Not judged (SKIP):", ""]
-        lines += [f"- {p['id']}: {_md(first_line(p['message'], 200))}" for p in unjudged]
-        lines.append("")
+    for verdict, heading in (("UNSUPPORTED", "Not served (UNSUPPORTED)"), ("SKIP", "Not judged (SKIP)")):
+        listed = [p for p in _ordered(index) if p["verdict"] == verdict]
+        if listed:
+            lines += [f"{heading}:", ""]
+            lines += [f"- {p['id']}: {_md(first_line(p['message'], 200))}" for p in listed]
+            lines.append("")
     slowest = slowest_properties(index)
     if slowest:
         lines += ["Slowest: " + ", ".join(f"{p['id']} {p['duration_s']:.1f} s" for p in slowest), ""]

@@ -79,6 +79,7 @@ def test_the_four_reports_agree(tmp_path):
     assert "| PASS" not in summary  # passes are counted, not listed
     assert "Slowest: ERR-003 0.3 s, MSG-001 0.2 s, MSG-008 0.1 s" in summary  # where the time went
     assert "Gate: exit 1 — failures: ERR-003" in summary  # no baseline: no "new" failures
+    assert "Not served (UNSUPPORTED):\n\n- TOOL-001: no tools\n" in summary  # each with why
 
     page = (out / "report.html").read_text()
     assert page.index("ERR-003") < page.index("MSG-001")  # failures first
@@ -122,3 +123,10 @@ def test_requirement_and_failure_text_are_printed_literally(tmp_path):
     assert "^[a-zA-Z0-9_-]{1,128}$" in page
     index = json.loads((out / "index.json").read_text())
     assert index["causes"][0]["properties"] == ["ERR-011", "ERR-012"]
+
+
+def test_each_unsupported_verdict_line_says_why():
+    from conformance.reporting.console import verdict_details
+
+    unsupported = results()[3]
+    assert verdict_details(unsupported) == ["no tools"]
