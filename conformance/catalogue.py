@@ -115,6 +115,7 @@ class Property:
     invariant: int | None = None  # number in the spec notes' §9, where one applies
     source: str | None = None  # a MUST's basis: "docs: <url> — <sentence>" or "schema: <path> — <fact>"
     requires: tuple[str, ...] = ()  # optional target features; absent → UNSUPPORTED
+    detects: tuple[str, ...] = ()  # features whose detection it reads, without requiring them
     alone: bool = False  # judged only while the target serves nothing else (conformance/scheduling.py)
     passive: bool = False  # judged at the run's end from what every property met (judging/passive.py)
     covers: tuple[str, ...] = ()  # coverage keys (see the module docstring)
@@ -156,6 +157,7 @@ def prop(
     invariant: int | None = None,
     source: str | None = None,
     requires: tuple[str, ...] = (),
+    detects: tuple[str, ...] = (),
     alone: bool = False,
     passive: bool = False,
     covers: tuple[str, ...] = (),
@@ -166,7 +168,8 @@ def prop(
     is a SHOULD, its reasoning in `requirement`). `alone`: its judgement depends on the target
     being otherwise idle (timing, a load it puts on the target), so it never runs beside another.
     `passive`: it judges what the whole run meets (conformance/judging/passive.py), so its verdict is
-    given last, once every other property's exchanges are in."""
+    given last, once every other property's exchanges are in. `detects`: features whose detection
+    (conformance/features.py) it judges, asked before the run as `requires` are."""
     match = _ID.match(property_id)
     if match is None or match["area"] not in AREAS:
         raise ValueError(f"bad property id {property_id!r}: want AREA-NNN with AREA in {AREAS}")
@@ -193,6 +196,7 @@ def prop(
             invariant=invariant,
             source=source,
             requires=requires,
+            detects=detects,
             alone=alone,
             passive=passive,
             covers=covers,

@@ -12,9 +12,13 @@ without a profile, so "not said" cannot mean "absent" for the features every pee
    and each of its edits). Tools have no capability field;
 3. else, for tools, structured outputs and Anthropic's own tools, one tiny request that uses
    the feature: a 400 means the target refuses it (absent, as the real API refuses what a model
-   lacks); any other answer, a 200 or a crash, means it is served, so the properties judge it
-   (a target that silently ignores tools is probed as serving them, and fails the properties
-   that force a tool call);
+   lacks). For tools and structured outputs any other answer, a 200 or a crash, means served,
+   so the properties judge it (a target that silently ignores tools is probed as serving them,
+   and fails the properties that force a tool call). Anthropic's own tools are served only
+   when the answer shows them run (SHOWN_BY: the server tool's result block, bash's tool_use):
+   a 200 that does not (the tool accepted and ignored, or run as a client tool) or a 5xx is the
+   probe's failure, judged once by SRVTOOL-015; the properties that need the tool SKIP, naming
+   it, instead of each failing for the same cause;
 4. else, for the Files API, `GET /v1/files`: a 404 or 405 means absent, any other answer served;
    for rate limits, one tiny message: `anthropic-ratelimit-*` headers on its answer mean served;
 5. else the feature is absent: nothing declares it.
@@ -47,6 +51,7 @@ from conformance.wire.target import Target
 __all__ = [
     "CAPABILITY_PATHS",
     "PROBED",
+    "SHOWN_BY",
     "Features",
     "Support",
     "judge_probe",
@@ -127,23 +132,46 @@ PROBED: dict[str, tuple[str, Callable[[Target], dict[str, Any]]]] = {
 }
 
 
+# What an answer holds when the target ran one of Anthropic's own tools: (the block type that
+# shows it, the name of the tool the probe forces). A server tool's call and its result come in
+# the same turn (server-tools docs); bash runs on the client, so its tool_use shows it.
+SHOWN_BY: dict[str, tuple[str, str]] = {
+    "tool_search": ("tool_search_tool_result", "tool_search_tool_regex"),
+    "web_fetch": ("web_fetch_tool_result", "web_fetch"),
+    "web_search": ("web_search_tool_result", "web_search"),
+    "builtin_tools": ("tool_use", "bash"),
+}
+# The property that judges a probe of SHOWN_BY that neither served nor refused the tool.
+PROBE_JUDGE = "SRVTOOL-015"
+
+
 @dataclass(frozen=True, slots=True)
 class Support:
-    """Whether the target serves one optional feature, who said so, and why."""
+    """Whether the target serves one optional feature, who said so, and why. `failed`: the probe
+    showed neither the feature served nor refused (PROBE_JUDGE judges that, and every probe of
+    SHOWN_BY, on `evidence`: the probe's exchange)."""
 
     feature: str
     supported: bool
     source: str  # "profile", "capabilities", "probe" or "undeclared"
     detail: str
+    failed: bool = False
+    evidence: dict[str, Any] | None = None
 
     @property
     def reason(self) -> str:
-        """One line for an UNSUPPORTED verdict or the console."""
-        state = "served" if self.supported else "not served"
+        """One line for an UNSUPPORTED or SKIP verdict, or the console."""
+        state = "not judged" if self.failed else "served" if self.supported else "not served"
         return f"{self.feature} {state} ({self.source}: {self.detail})"
 
     def as_dict(self) -> dict[str, object]:
-        return {"supported": self.supported, "source": self.source, "detail": self.detail}
+        """What index.json says (the evidence is PROBE_JUDGE's)."""
+        found: dict[str, object] = {"supported": self.supported, "source": self.source, "detail": self.detail}
+        return {**found, "failed": True} if self.failed else found
+
+    def as_context(self) -> dict[str, object]:
+        """All of it, for the xdist workers."""
+        return {**self.as_dict(), "failed": self.failed, "evidence": self.evidence}
 
 
 def probe_body(feature: str, target: Target) -> dict[str, Any]:
@@ -151,9 +179,18 @@ def probe_body(feature: str, target: Target) -> dict[str, Any]:
     return PROBED[feature][1](target)
 
 
-def judge_probe(feature: str, status: int | None, body: bytes, failure: str | None = None) -> Support:
-    """The verdict of a probe's answer: only a 400 says the feature is absent."""
+def judge_probe(
+    feature: str,
+    status: int | None,
+    body: bytes,
+    failure: str | None = None,
+    evidence: dict[str, Any] | None = None,
+) -> Support:
+    """The verdict of a probe's answer: only a 400 says the feature is absent. For one of
+    Anthropic's own tools (SHOWN_BY), only an answer that shows it run says it is served."""
     what = PROBED[feature][0]
+    if feature in SHOWN_BY:
+        return _judge_shown(feature, what, status, body, failure, evidence)
     if failure is not None:
         return Support(feature, True, "probe", f"{what} failed ({failure}); judged as served")
     if status == 400:
@@ -163,6 +200,45 @@ def judge_probe(feature: str, status: int | None, body: bytes, failure: str | No
     return Support(
         feature, True, "probe", f"{what} got HTTP {status}; judged as served (only a 400 refuses a feature)"
     )
+
+
+def _judge_shown(
+    feature: str,
+    what: str,
+    status: int | None,
+    body: bytes,
+    failure: str | None,
+    evidence: dict[str, Any] | None,
+) -> Support:
+    def failed(detail: str) -> Support:
+        return Support(feature, False, "probe", detail, failed=True, evidence=evidence)
+
+    if failure is not None:
+        return failed(f"{what} failed ({failure})")
+    if status == 400:
+        return Support(feature, False, "probe", f"{what} got HTTP 400{_error_words(body)}", evidence=evidence)
+    if status is None or not 200 <= status < 300:
+        return failed(f"{what} got HTTP {status}{_error_words(body)}: neither run nor refused with a 400")
+    shown, name = SHOWN_BY[feature]
+    blocks = _content(body)
+    if any(block.get("type") == shown and block.get("name", name) == name for block in blocks):
+        return Support(
+            feature, True, "probe", f"{what} got HTTP {status} with a {shown} block", evidence=evidence
+        )
+    seen = [" ".join(str(b.get(k)) for k in ("type", "name") if isinstance(b.get(k), str)) for b in blocks]
+    return failed(
+        f"{what} got HTTP {status} without a {shown} block (content: {seen or 'none'}): accepted, not run"
+    )
+
+
+def _content(body: bytes) -> list[dict[str, Any]]:
+    """The content blocks of a Message body (none when it is not one)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return []
+    content = data.get("content") if isinstance(data, dict) else None
+    return [block for block in content if isinstance(block, dict)] if isinstance(content, list) else []
 
 
 def _error_words(body: bytes) -> str:
@@ -197,14 +273,20 @@ class Features:
         for feature in sorted(set(features)):
             self.support(feature)
 
-    def as_dict(self) -> dict[str, dict[str, object]]:
-        return {name: support.as_dict() for name, support in self._found.items()}
+    def as_context(self) -> dict[str, dict[str, object]]:
+        return {name: support.as_context() for name, support in self._found.items()}
 
     def preset(self, found: Mapping[str, Mapping[str, Any]]) -> None:
-        """What the run's controller detected (`as_dict`): an xdist worker asks nothing again."""
+        """What the run's controller detected (`as_context`): an xdist worker asks nothing again."""
         for name, support in found.items():
+            evidence = support.get("evidence")
             self._found[name] = Support(
-                name, bool(support["supported"]), str(support["source"]), str(support["detail"])
+                name,
+                bool(support["supported"]),
+                str(support["source"]),
+                str(support["detail"]),
+                failed=bool(support.get("failed")),
+                evidence=evidence if isinstance(evidence, dict) else None,
             )
 
     def support(self, feature: str) -> Support:
@@ -247,13 +329,23 @@ class Features:
 
     def _probe(self, feature: str) -> Support:
         with self._apart():
-            try:
-                response = self._target.request(
-                    "POST", "/v1/messages", json_body=probe_body(feature, self._target)
-                )
-            except httpx.TransportError as exc:
-                return judge_probe(feature, None, b"", f"{type(exc).__name__}: {exc}")
-            return judge_probe(feature, response.status_code, response.content)
+            return self.probe(feature)
+
+    def probe(self, feature: str) -> Support:
+        """Send `feature`'s probe now, recorded as the running property's exchange, and judge
+        its answer (detection sends it apart, before the run)."""
+        try:
+            body = probe_body(feature, self._target)
+            response = self._target.request("POST", "/v1/messages", json_body=body)
+        except httpx.TransportError as exc:
+            failure = f"{type(exc).__name__}: {exc}"
+            return judge_probe(feature, None, b"", failure, self._probe_evidence())
+        return judge_probe(feature, response.status_code, response.content, None, self._probe_evidence())
+
+    def _probe_evidence(self) -> dict[str, Any] | None:
+        """The probe's exchange, as the evidence of the property that judges it."""
+        exchanges = self._target.recorder.exchanges
+        return exchanges[-1].as_evidence() if exchanges else None
 
     def _list_probe(self, feature: str) -> Support:
         """A feature with endpoints of its own: their list answering 200 says it is served; a 404

@@ -41,9 +41,9 @@ from conformance import __version__
 from conformance.catalogue import REGISTRY, Property, catalogue_hash, property_of
 from conformance.cli import PROPERTIES_DIR
 from conformance.determinism import Determinism, probe_determinism
-from conformance.features import Features
+from conformance.features import PROBE_JUDGE, Features
 from conformance.hypothesis_profiles import register_profiles
-from conformance.judging.checks import Unsupported
+from conformance.judging.checks import NotJudged, Unsupported
 from conformance.judging.outcome import exception_line, judge
 from conformance.judging.passive import MetError, errors_met, judge_met
 from conformance.judging.verdicts import (
@@ -179,7 +179,7 @@ def _prepare(state: RunState, props: list[Property]) -> None:
     state.determinism = probe_determinism(state.target)
     state.target.deterministic = state.determinism.deterministic
     state.features = Features(state.target)
-    state.features.detect(feature for prop in props for feature in prop.requires)
+    state.features.detect(feature for prop in props for feature in (*prop.requires, *prop.detects))
     print_context(state.console, state.determinism, state.features.detected)
     # A passive property's verdict is shown last: it is given once every other one is in.
     order = [p.id for p in props if not p.passive] + [p.id for p in props if p.passive]
@@ -190,7 +190,7 @@ def _write_context(state: RunState) -> None:
     assert state.context_dir is not None
     assert state.determinism is not None
     assert state.features is not None
-    context = {"determinism": state.determinism.as_dict(), "features": state.features.as_dict()}
+    context = {"determinism": state.determinism.as_dict(), "features": state.features.as_context()}
     (state.context_dir / "context.json").write_text(json.dumps(context), encoding="utf-8")
 
 
@@ -243,14 +243,25 @@ def session_target(config: pytest.Config) -> Target:
     return state.target
 
 
+def session_features(config: pytest.Config) -> Features:
+    """The run's knowledge of the target's optional features, for the `features` fixture."""
+    session_target(config)
+    state = _state(config)
+    assert state is not None
+    assert state.features is not None
+    return state.features
+
+
 def enter_property(config: pytest.Config, function: Any, target: Target) -> None:
     """Before a property runs: its exchanges are recorded under its id, and a feature it requires
-    that the target lacks makes it UNSUPPORTED."""
+    that the target lacks makes it UNSUPPORTED (SKIP where the probe for it failed)."""
     prop = property_of(function)
     target.recorder.reset(prop.id if prop else None)
     state = _state(config)
     if prop is not None and prop.requires and state is not None and state.features is not None:
         absent = [s for s in map(state.features.support, prop.requires) if not s.supported]
+        if any(support.failed for support in absent):  # its probe's failure is one property's
+            raise NotJudged("; ".join(support.reason for support in absent), judged_by=PROBE_JUDGE)
         if absent:
             raise Unsupported("; ".join(support.reason for support in absent))
 

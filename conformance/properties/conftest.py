@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from conformance.plugin import enter_property, session_target
+from conformance.features import Features
+from conformance.plugin import enter_property, session_features, session_target
 from conformance.wire.target import Target
 
 
@@ -35,3 +36,10 @@ def model_info(target: Target) -> dict[str, Any] | None:
     except ValueError:
         return None
     return info if isinstance(info, dict) else None
+
+
+@pytest.fixture(scope="session")
+def features(request: pytest.FixtureRequest, target: Target) -> Features:
+    """What the run found out about the target's optional features (asked once, before any
+    property ran; a worker reads its controller's)."""
+    return session_features(request.config)

@@ -21,6 +21,7 @@ from contextlib import ExitStack
 from typing import Any
 
 from conformance.catalogue import Level, prop
+from conformance.features import SHOWN_BY, Features
 from conformance.generating.thinking import thinking_body
 from conformance.generating.tooluse import (
     BASH,
@@ -51,7 +52,7 @@ from conformance.judging.checks import (
 from conformance.judging.citing import Source, citations_in, citations_of, judge_all
 from conformance.wire.drivers import create_json, expect_stream, stream_raw
 from conformance.wire.loopback import loopback_mcp, loopback_page
-from conformance.wire.target import Target
+from conformance.wire.target import Exchange, Target
 
 SEARCH = "agents-and-tools/tool-use/tool-search-tool"
 FETCH = "agents-and-tools/tool-use/web-fetch-tool"
@@ -914,4 +915,58 @@ def test_srvtool_014_fetched_page_citations(target: Target) -> None:
     cases = Cases()
     judge_all(plain, [source], "the Message", cases)
     judge_all(streamed, [streamed_source], "the stream", cases)
+    cases.check()
+
+
+# Statuses that say the target is busy or limited, not whether it runs the tool.
+_BUSY = frozenset({429, 503, 529})
+
+
+@prop(
+    "SRVTOOL-015",
+    Level.MUST,
+    "Anthropic's own tools are run or refused with a 400, never accepted and ignored",
+    url="agents-and-tools/tool-use/server-tools#the-server_tool_use-block",
+    requirement="A forced call of one of Anthropic's own tools (tool search, web fetch, web "
+    "search, bash) is run, a server tool's server_tool_use answered by its result block in the "
+    "same turn and bash's call a tool_use named bash, or the tool is refused with a 400 "
+    "invalid_request_error. An answer without the tool's block (the tool accepted and ignored, or "
+    "run as a client tool), or a 5xx, is neither. The run's own feature probe counts too: a tool "
+    "whose probe failed fails here once, and the properties that need it are SKIP.",
+    source="docs: agents-and-tools/tool-use/server-tools#the-server_tool_use-block; "
+    'api/errors#http-errors — "The API executes the tool internally. You see the call and its '
+    "result in the response ... The result block appears immediately after the server_tool_use "
+    'block in the same assistant turn."; "400 - invalid_request_error: There was an issue with '
+    'the format or content of your request."',
+    detects=tuple(SHOWN_BY),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:tools[].type",
+        "request:tool_choice",
+        "block:server_tool_use",
+    ),
+)
+def test_srvtool_015_run_or_refused(target: Target, features: Features) -> None:
+    """Sends each tool's probe (conformance/features.py) and judges its answer, and the answer
+    the run's detection got, made before any property (kept as evidence when it failed)."""
+    cases = Cases()
+    for feature, (shown, name) in SHOWN_BY.items():
+        with cases.case(f"{name} ({feature})"):
+            detected = features.support(feature)
+            if detected.failed and detected.evidence is not None:
+                target.recorder.exchanges.append(Exchange.from_evidence(detected.evidence))
+            probed = features.probe(feature)
+            failed = [s for s in (detected, probed) if s.failed]
+            statuses = [(s.evidence or {}).get("response", {}).get("status") for s in failed]
+            if failed and all(status in _BUSY for status in statuses):
+                not_judged(f"the probe met a busy or limited target: {failed[0].detail}")
+            status = statuses[0] if statuses else None
+            accepted = status is not None and 200 <= status < 300
+            expect(
+                not failed,
+                f"the tool run (a {shown} block) or refused with HTTP 400",
+                "; ".join(dict.fromkeys(s.detail for s in failed)),
+                reason="tool-not-run" if accepted else "probe-status",
+                subject=f"{name} accepted, not run" if accepted else f"a forced {name} call got {status}",
+            )
     cases.check()

@@ -132,8 +132,7 @@ def render_summary(index: dict[str, Any]) -> str:
     if features:
         lines += ["Optional features:", ""]
         lines += [
-            f"- {name}: {'served' if f['supported'] else 'not served'} ({f['source']}: {_md(f['detail'])})"
-            for name, f in features.items()
+            f"- {name}: {_served(f)} ({f['source']}: {_md(f['detail'])})" for name, f in features.items()
         ]
         lines.append("")
     shared = [c for c in index.get("causes", []) if len(c["properties"]) > 1]
@@ -291,8 +290,7 @@ def render_html(index: dict[str, Any], results: Sequence[Result]) -> str:
     causes_html = f"<h2>Causes shared by several properties</h2><ul>{cause_list}</ul>" if shared else ""
     features = index.get("feature_support") or {}
     feature_list = "".join(
-        f"<li><code>{esc(name)}</code>: {'served' if f['supported'] else 'not served'} "
-        f"({esc(f['source'])}: {esc(f['detail'])})</li>"
+        f"<li><code>{esc(name)}</code>: {_served(f)} ({esc(f['source'])}: {esc(f['detail'])})</li>"
         for name, f in features.items()
     )
     features_html = f"<h2>Optional features</h2><ul>{feature_list}</ul>" if features else ""
@@ -318,6 +316,11 @@ def render_html(index: dict[str, Any], results: Sequence[Result]) -> str:
         + "".join(rows)
         + "</table></html>\n"
     )
+
+
+def _served(support: dict[str, Any]) -> str:
+    """A feature's state in words: a failed probe (features.PROBE_JUDGE) left it unjudged."""
+    return "not judged" if support.get("failed") else "served" if support["supported"] else "not served"
 
 
 def _suite(index: dict[str, Any]) -> str:

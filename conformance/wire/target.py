@@ -91,6 +91,27 @@ class Exchange:
             words += ["--data-binary", shlex.quote(self.request_body.decode("utf-8", "replace"))]
         return " ".join(words)
 
+    @classmethod
+    def from_evidence(cls, evidence: Mapping[str, Any]) -> Exchange:
+        """An exchange made elsewhere (a feature probe, before the run), back from its evidence,
+        so that the property judging it keeps it as its own (secrets stay redacted)."""
+        request, response = evidence["request"], evidence["response"]
+
+        def raw(body: Any) -> bytes:
+            return body.encode() if isinstance(body, str) else json.dumps(body).encode()
+
+        return cls(
+            method=str(request["method"]),
+            url=str(request["url"]),
+            request_headers=dict(request.get("headers") or {}),
+            request_body=raw(request.get("body", "")),
+            status=response.get("status"),
+            response_headers=dict(response.get("headers") or {}),
+            response_body=bytearray(raw(response.get("body", ""))),
+            elapsed=evidence.get("elapsed_s"),
+            error=evidence.get("transport_error"),
+        )
+
     def as_evidence(self) -> dict[str, Any]:
         body = bytes(self.response_body[:MAX_EVIDENCE_BYTES])
         return {

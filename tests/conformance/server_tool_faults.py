@@ -2,17 +2,18 @@
 translators get Anthropic's own tools wrong: client-tool ids on server calls, searches that
 return every tool, deferred tools counted, undocumented error codes, usage left at 0, server
 call input sent whole, private pages fetched, a tool's type used as its name, the redaction test
-string ignored, paused turns refused when sent back, and a fetched page's citations counted
-from 1."""
+string ignored, paused turns refused when sent back, a fetched page's citations counted
+from 1, and a server tool taken as a schemaless client tool."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .fault_proxy import Fault, Frame, Request, Response
 from .faults import JSONDict, edit_payloads, error, message_json
 
-__all__ = ["server_tool_fault_catalogue"]
+__all__ = ["as_client_tool", "server_tool_fault_catalogue"]
 
 
 def _blocks(data: JSONDict, *kinds: str) -> list[JSONDict]:
@@ -163,6 +164,26 @@ def _one_based_delta(payload: JSONDict) -> None:
         _one_based(delta.get("citation"))
 
 
+def as_client_tool(prefix: str) -> Callable[[Request], Request]:
+    """llama-server: a tool whose type starts with `prefix` taken as a schemaless client tool
+    under its name, so a forced call of it is a tool_use the client cannot run."""
+
+    def rewrite(request: Request) -> Request:
+        body = request.json
+        tools = body.get("tools") if isinstance(body, dict) else None
+        if not isinstance(tools, list):
+            return request
+        body["tools"] = [
+            {"name": t.get("name"), "input_schema": {"type": "object"}}
+            if isinstance(t, dict) and str(t.get("type", "")).startswith(prefix)
+            else t
+            for t in tools
+        ]
+        return request.with_json(body)
+
+    return rewrite
+
+
 def server_tool_fault_catalogue() -> dict[str, Fault]:
     return {
         "SRVTOOL-001": Fault(
@@ -201,5 +222,8 @@ def server_tool_fault_catalogue() -> dict[str, Fault]:
             "a fetched page's character indexes counted from 1",
             response=message_json(_one_based_citations),
             frames=edit_payloads("content_block_delta", _one_based_delta),
+        ),
+        "SRVTOOL-015": Fault(
+            "web search taken as a schemaless client tool", request=as_client_tool("web_search_")
         ),
     }

@@ -171,3 +171,70 @@ def test_probes_are_neither_tagged_nor_kept_as_the_propertys_evidence():
     assert [e.method for e in exchanges] == ["GET"]
     tags = [headers.get(PROPERTY_HEADER) for method, _, headers, _ in fake.seen]
     assert tags == ["TOOL-001", None]
+
+
+def _message(*blocks: dict[str, Any]) -> bytes:
+    return json.dumps({"type": "message", "content": list(blocks)}).encode()
+
+
+SERVED = _message(
+    {
+        "type": "server_tool_use",
+        "id": "srvtoolu_1",
+        "name": "web_fetch",
+        "input": {"url": "https://a.example"},
+    },
+    {"type": "web_fetch_tool_result", "tool_use_id": "srvtoolu_1", "content": {}},
+)
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "supported", "failed"),
+    [
+        (200, SERVED, True, False),  # run: its result block
+        (400, json.dumps(REFUSAL).encode(), False, False),  # refused: absent
+        (200, _message({"type": "text", "text": "I fetched it."}), False, True),  # accepted, ignored
+        (200, _message({"type": "tool_use", "id": "toolu_1", "name": "web_fetch", "input": {}}), False, True),
+        (500, b'{"error": {"message": "boom"}}', False, True),  # the probe's own failure
+        (404, b"", False, True),
+    ],
+)
+def test_anthropic_tools_are_served_only_when_the_answer_shows_them_run(status, body, supported, failed):
+    support = judge_probe("web_fetch", status, body, evidence={"response": {"status": status}})
+    assert (support.supported, support.failed) == (supported, failed)
+    assert support.evidence == {"response": {"status": status}}  # SRVTOOL-015 judges it
+    if failed:
+        assert support.reason.startswith("web_fetch not judged (probe: ")
+
+
+def test_bash_is_shown_by_its_tool_use():
+    call = _message({"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "ls"}})
+    assert judge_probe("builtin_tools", 200, call).supported
+    other = _message({"type": "tool_use", "id": "toolu_1", "name": "other", "input": {}})
+    assert judge_probe("builtin_tools", 200, other).failed
+
+
+def test_a_failed_server_tool_probe_is_not_served_and_keeps_its_exchange():
+    target, found = features("http://127.0.0.1:9")
+    try:
+        support = found.support("web_search")
+    finally:
+        target.close()
+    assert (support.supported, support.failed) == (False, True)
+    assert "ConnectError" in support.detail
+    assert support.evidence is not None
+    assert support.evidence["transport_error"].startswith("ConnectError")
+    assert target.recorder.exchanges == []  # apart: not the running property's
+
+
+def test_what_workers_read_is_what_the_controller_found():
+    fake = Fake(status=500, body={"error": "boom"})
+    with running_proxy(fake) as url:
+        target, found = features(url)
+        found.detect(["web_fetch", "tools"])
+        context = json.loads(json.dumps(found.as_context()))
+        _, worker = features(url)
+        worker.preset(context)
+        target.close()
+    assert worker.detected == found.detected
+    assert "evidence" not in found.detected["web_fetch"].as_dict()  # index.json: the words only

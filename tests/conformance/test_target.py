@@ -83,3 +83,19 @@ def test_list_prints_the_catalogue_without_a_target():
     assert "STREAM-002" in done.stdout
     assert "MUST" in done.stdout
     assert "^[a-zA-Z0-9_-]{1,128}$" in done.stdout  # requirement text is not read as markup
+
+
+def test_an_exchange_comes_back_from_its_evidence():
+    made = Exchange(
+        "POST",
+        "http://t/v1/messages",
+        {"x-api-key": "secret", "content-type": "application/json"},
+        b'{"model": "m"}',
+        status=500,
+        response_headers={"content-type": "application/json"},
+        response_body=bytearray(b'{"error": {"message": "boom"}}'),
+        elapsed=0.25,
+    )
+    again = Exchange.from_evidence(made.as_evidence())
+    assert again.as_evidence() == made.as_evidence()
+    assert "secret" not in json.dumps(again.as_evidence())
