@@ -18,6 +18,7 @@ report; the controller collects them, prints them in catalogue order and writes 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -38,14 +39,15 @@ from rich.console import Console
 from rich.markup import escape
 
 from conformance import __version__
+from conformance.alone import AloneLock
 from conformance.catalogue import REGISTRY, Property, catalogue_hash, property_of
 from conformance.cli import PROPERTIES_DIR
 from conformance.determinism import Determinism, probe_determinism
 from conformance.features import PROBE_JUDGE, Features
 from conformance.hypothesis_profiles import register_profiles
-from conformance.judging.checks import NotJudged, Unsupported
-from conformance.judging.outcome import exception_line, judge
-from conformance.judging.passive import MetError, errors_met, judge_met
+from conformance.judging.checks import NotJudged, Unsupported, note, take_notes
+from conformance.judging.outcome import exception_line, judge, timed_out
+from conformance.judging.passive import MetError, errors_met, judge_met, owned
 from conformance.judging.verdicts import (
     EXIT_HARNESS,
     Result,
@@ -93,6 +95,7 @@ class RunState:
     met: list[MetError] = field(default_factory=list)  # the error statuses every property met
     held: dict[str, Result] = field(default_factory=dict)  # passive results, judged at the end
     internal_error: str | None = None  # the last line of an INTERNALERROR, when the run had one
+    alone: AloneLock | None = None  # a worker's: how a timed-out property is judged again alone
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -235,8 +238,10 @@ def session_target(config: pytest.Config) -> Target:
     if state is None:
         raise pytest.UsageError("conformance properties need --plumbline-target")
     if state.worker:
+        where = config.workerinput[CONTEXT_KEY]  # type: ignore[attr-defined]
         state.target = Target(state.config)
-        _read_context(state, state.target, config.workerinput[CONTEXT_KEY])  # type: ignore[attr-defined]
+        _read_context(state, state.target, where)
+        state.alone = AloneLock(Path(where))
     elif state.target is None or state.features is None:
         _prepare(state, [])  # not collected through this plugin's hook (odd selections)
     assert state.target is not None
@@ -250,6 +255,32 @@ def session_features(config: pytest.Config) -> Features:
     assert state is not None
     assert state.features is not None
     return state.features
+
+
+def property_turn(config: pytest.Config) -> contextlib.AbstractContextManager[None]:
+    """Held while a property runs: beside the other workers' (shared), unless one of them is
+    judging a property again alone (conformance/alone.py). One process: nothing to share."""
+    state = _state(config)
+    return state.alone.shared() if state is not None and state.alone is not None else contextlib.nullcontext()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    """A property that timed out while other workers' properties ran is judged again alone
+    (a busy two-core machine is not the target's fault); its second outcome is its verdict."""
+    try:
+        return (yield)
+    except Exception as exc:
+        state = _state(item.config)
+        prop = property_of(getattr(item, "obj", None))
+        if state is None or state.alone is None or state.target is None or prop is None or not timed_out(exc):
+            raise
+        with state.alone.alone():
+            state.target.recorder.reset(prop.id)
+            take_notes()  # the first try's
+            note(f"timed out while other properties ran ({exception_line(exc)[:160]}): judged again alone")
+            item.runtest()
+        return None
 
 
 def enter_property(config: pytest.Config, function: Any, target: Target) -> None:
@@ -315,7 +346,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         # every value a target may send (an int below -2**31 crashed the whole run); text it can.
         report.plumbline = _to_wire(result.as_wire())  # type: ignore[attr-defined]
         if state.target is not None:  # what it met, for the passive properties (passive.py)
-            met = errors_met(prop.id, state.target.recorder.exchanges)
+            met = owned(errors_met(prop.id, state.target.recorder.exchanges), result)
             report.plumbline_met = _to_wire([error.as_wire() for error in met])  # type: ignore[attr-defined]
         if result.verdict in (Verdict.UNSUPPORTED, Verdict.WARN, Verdict.SKIP):
             report.outcome = "skipped"  # pytest's own tally is not the gate

@@ -21,7 +21,7 @@ from conformance.judging.checks import ConformanceFailure, NotJudged, Unsupporte
 from conformance.judging.verdicts import Result, Verdict, verdict_for_breakage
 from conformance.wire.target import Target
 
-__all__ = ["exception_line", "judge"]
+__all__ = ["exception_line", "judge", "timed_out"]
 
 
 def judge(
@@ -85,6 +85,14 @@ _CLOSED = (
     httpx2.WriteError,
 )
 _SLOW = (httpx.ReadTimeout, httpx.WriteTimeout, httpx2.ReadTimeout, httpx2.WriteTimeout)
+
+
+def timed_out(exc: BaseException) -> bool:
+    """Whether a property's outcome is an answer that did not come in time (a timeout verdict)."""
+    exc = _root_cause(exc)
+    if isinstance(exc, ConformanceFailure):
+        return exc.reason == "timeout"
+    return isinstance(_transport_error(exc), (*_SLOW, anthropic.APITimeoutError))
 
 
 def _transport_error(exc: BaseException) -> BaseException | None:

@@ -9,6 +9,11 @@ errors page gives that status), and what was found rides on the property's test 
 passive property (ERR-031, `@prop(passive=True)`) gets its verdict last, in the process that
 gives the verdicts, from everything met: FAIL when one was not the documented error, PASS when
 some were met and all were, else its own result (SKIP: none met).
+
+One cause, one failure: an error met by a property that wanted that request refused with a 4xx,
+and FAILed or WARNed because it got this status instead, is that property's finding (a 500 for a
+request without a key is AUTH-001's); the passive property judges the others, and where those
+were all, it is SKIP naming the first.
 """
 
 from __future__ import annotations
@@ -18,10 +23,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from conformance.judging.verdicts import Result, Verdict
+from conformance.judging.verdicts import Result, Verdict, breakages_of, expects_refusal
 from conformance.wire.target import Exchange
 
-__all__ = ["DOCUMENTED_TYPES", "MetError", "errors_met", "judge_met", "problem_of"]
+__all__ = ["DOCUMENTED_TYPES", "MetError", "errors_met", "judge_met", "owned", "problem_of"]
 
 # docs: api/errors#http-errors — the status, and the error type its body carries.
 DOCUMENTED_TYPES = {429: "rate_limit_error", 500: "api_error", 504: "timeout_error", 529: "overloaded_error"}
@@ -35,6 +40,7 @@ class MetError:
     status: int
     problem: str | None
     evidence: dict[str, Any] = field(default_factory=dict)
+    owned: bool = False  # the property that met it failed on it: its finding, not the passive one's
 
     def as_wire(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,9 +83,34 @@ def errors_met(property_id: str | None, exchanges: Iterable[Exchange]) -> list[M
     ]
 
 
+def owned(met: Sequence[MetError], result: Result) -> list[MetError]:
+    """`met` (what `result`'s property met), each error marked as the property's own where its
+    failure is that the request, which it wanted refused with a 4xx, got this status instead
+    (a 500 for a request without a key is AUTH-001's). A property that wanted a success and met
+    a 529 leaves the 529's shape to the passive property."""
+    said = " ".join(
+        f"{b.get('actual')} {b.get('subject')}" for b in breakages_of(result) if expects_refusal(b)
+    )
+    return [replace(error, owned=f"HTTP {error.status}" in said) for error in met]
+
+
 def judge_met(own: Result, met: Sequence[MetError]) -> Result:
     """The passive property's verdict from everything the run met (its own result otherwise)."""
-    broken = [error for error in met if error.problem is not None]
+    broken = [error for error in met if error.problem is not None and not error.owned]
+    theirs = [error for error in met if error.problem is not None and error.owned]
+    if not broken and theirs:
+        first = theirs[0]
+        owners = ", ".join(dict.fromkeys(f"{e.property_id} (HTTP {e.status})" for e in theirs))
+        return replace(
+            own,
+            verdict=Verdict.SKIP,
+            message=f"the undocumented errors met were the findings of those that met them: {owners}",
+            judged_by=first.property_id,
+            reason=None,
+            expected=None,
+            actual=None,
+            evidence=[],
+        )
     if broken:
         first = broken[0]
         where = f"{first.property_id or 'a request'} met HTTP {first.status}"

@@ -28,6 +28,7 @@ __all__ = [
     "causes_of",
     "compute_gate",
     "counts",
+    "expects_refusal",
     "first_line",
     "gating",
     "load_baseline",
@@ -224,11 +225,27 @@ def breakages_of(result: Result) -> list[dict[str, Any]]:
     ]
 
 
-def _cause_text(breakage: dict[str, Any]) -> str:
-    """The subject the check named, else words built from the failure's reason and values."""
+# The Expected of a check that wanted the request refused (a 4xx).
+_REFUSAL = re.compile(r"^(?:HTTP status 4\d\d|a 4xx)\b")
+
+
+def expects_refusal(breakage: dict[str, Any]) -> bool:
+    """Whether a broken rule wanted its request refused with a 4xx."""
+    return bool(_REFUSAL.match(str(breakage.get("expected") or "")))
+
+
+def _cause_text(breakage: dict[str, Any], rule: str) -> str:
+    """The subject the check named, else words built from the failure's reason and values. A
+    request that should have been refused and was answered is grouped by the rule it broke
+    (`rule`: the property's title and the sub-case), not by the answer: a server that validates
+    nothing answers every such request alike, and each missing check is a cause of its own."""
+    reason, actual = breakage.get("reason"), first_line(breakage.get("actual"), 200)
+    status = _STATUS.match(actual)
+    if reason == "wrong-status" and expects_refusal(breakage) and status and status[1].startswith("2"):
+        case = breakage.get("case")
+        return f"answered HTTP {status[1]}, not refused: {rule}" + (f" [{case}]" if case else "")
     if breakage.get("subject"):
         return str(breakage["subject"])
-    reason, actual = breakage.get("reason"), first_line(breakage.get("actual"), 200)
     if reason == "wrong-status" and (status := _STATUS.match(actual)):
         return f"answered HTTP {status[1]}"
     if reason in ("missing-field", "wrong-type", "stop-reason", "schema"):
@@ -241,7 +258,8 @@ def causes_of(result: Result) -> list[Cause]:
     if result.verdict is Verdict.ERROR:
         text = first_line(result.message, 160) or "error"
         return [Cause(cause_key(text), text)]
-    return [Cause(cause_key(text), text) for text in map(_cause_text, breakages_of(result))]
+    rule = result.property.title
+    return [Cause(cause_key(text), text) for text in (_cause_text(b, rule) for b in breakages_of(result))]
 
 
 def cause_of(result: Result) -> str | None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from conformance.features import Features
-from conformance.plugin import enter_property, session_features, session_target
+from conformance.plugin import enter_property, property_turn, session_features, session_target
 from conformance.wire.target import Target
 
 
@@ -21,8 +21,10 @@ def target(request: pytest.FixtureRequest) -> Iterator[Target]:
 
 
 @pytest.fixture(autouse=True)
-def _property_context(request: pytest.FixtureRequest, target: Target) -> None:
-    enter_property(request.config, request.function, target)
+def _property_context(request: pytest.FixtureRequest, target: Target) -> Iterator[None]:
+    with property_turn(request.config):
+        enter_property(request.config, request.function, target)
+        yield
 
 
 @pytest.fixture(scope="session")

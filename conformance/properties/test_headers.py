@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from conformance.catalogue import Level, prop
-from conformance.judging.checks import Cases, expect, expect_id_prefix, expect_status, not_judged
+from conformance.judging.checks import (
+    Cases,
+    ConformanceFailure,
+    expect,
+    expect_id_prefix,
+    expect_status,
+    not_judged,
+    precondition,
+)
 from conformance.wire.drivers import create_json, message_body
 from conformance.wire.target import Target
 
@@ -73,18 +83,46 @@ def test_hdr_001_request_id_everywhere(target: Target) -> None:
     ),
 )
 def test_hdr_002_beta_query(target: Target) -> None:
-    beta = {"beta": "true"}
+    """Each path with ?beta=true must answer as it does without: where the plain request fails
+    too, the path's own property judges that (SKIP for that path here)."""
     count = {"model": target.model, "messages": [{"role": "user", "content": "Hi"}]}
     cases = Cases()
     with cases.case("POST /v1/messages"):
-        create_json(target, message_body(target, max_tokens=4), params=beta)
+        beta_or_plain(
+            lambda params: create_json(target, message_body(target, max_tokens=4), params=params), "MSG-001"
+        )
     with cases.case("POST /v1/messages/count_tokens"):
-        expect_status(target.request("POST", "/v1/messages/count_tokens", json_body=count, params=beta), 200)
+        beta_or_plain(
+            lambda params: expect_status(
+                target.request("POST", "/v1/messages/count_tokens", json_body=count, params=params), 200
+            ),
+            "TOKENS-004",
+        )
     with cases.case("GET /v1/models"):
-        expect_status(target.request("GET", "/v1/models", params=beta), 200)
+        beta_or_plain(
+            lambda params: expect_status(target.request("GET", "/v1/models", params=params), 200),
+            "MODELS-001",
+        )
     with cases.case("GET /v1/models/{id}"):
-        expect_status(target.request("GET", f"/v1/models/{target.model}", params=beta), 200)
+        beta_or_plain(
+            lambda params: expect_status(
+                target.request("GET", f"/v1/models/{target.model}", params=params), 200
+            ),
+            "MODELS-003",
+        )
     cases.check()
+
+
+def beta_or_plain(check: Callable[[dict[str, str] | None], object], judged_by: str) -> None:
+    """`check` with ?beta=true. Its failure is HDR-002's only where the same check passes
+    without the query (run again, plain); else the path fails whatever the query, which is
+    `judged_by`'s rule."""
+    try:
+        check({"beta": "true"})
+    except ConformanceFailure:
+        with precondition("the same request without ?beta=true", judged_by=judged_by):
+            check(None)
+        raise
 
 
 @prop(

@@ -14,6 +14,7 @@ from conformance.judging.checks import (
     expect_id_prefix,
     expect_stop,
     not_judged,
+    note,
     precondition,
     read,
     read_optional,
@@ -24,6 +25,7 @@ from conformance.wire.drivers import (
     END_TURN_MAX_TOKENS,
     END_TURN_PROMPTS,
     LONG_ANSWER_PROMPT,
+    STOP_PREFILL,
     create_json,
     create_within_max_tokens,
     end_turn_bodies,
@@ -215,15 +217,21 @@ def test_msg_004_stop_sequence_reported(target: Target) -> None:
 )
 def test_msg_005_stop_sequence_excluded(target: Target) -> None:
     """Same request as MSG-004; the text must not contain the reported sequence. Without a
-    reported hit there is nothing to judge here (MSG-004 judges the reporting)."""
+    reported hit there is nothing to judge here (MSG-004 judges the reporting). The request's
+    prefill, repeated at the start of the text, is MSG-008's finding: only what follows it is
+    the generation judged here."""
     message = create_json(target, stop_sequence_body(target))
     matched = read_optional(message, "stop_sequence", str, where=MESSAGE)
     if not matched:
         not_judged("no stop sequence was reported for the request", judged_by="MSG-004")
+    text = generated = text_of(message)
+    if text.lstrip().startswith(STOP_PREFILL):
+        generated = text.lstrip()[len(STOP_PREFILL) :]
+        note(f"the text repeats the prefill {STOP_PREFILL!r} (MSG-008's finding): judged what follows it")
     expect(
-        matched not in text_of(message),
+        matched not in generated,
         f"text without {matched!r}",
-        text_of(message),
+        text,
         reason="stop-sequence-in-text",
     )
 

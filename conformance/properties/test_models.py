@@ -14,6 +14,7 @@ from conformance.judging.checks import (
     expect_no_schema_errors,
     expect_status,
     json_object,
+    precondition,
     read,
     read_optional,
 )
@@ -23,6 +24,7 @@ from conformance.wire.target import Target
 
 MODELS = "api/models/list"
 LIST = "the model list"
+THE_LIST = "the model list's data, ids and has_more"
 
 
 # What the ModelInfo schema judges, field by field (MODELS-001 and MODELS-003 validate it).
@@ -152,16 +154,21 @@ def test_models_001_list_shape(target: Target) -> None:
     },
 )
 def test_models_002_pagination(target: Target) -> None:
-    everything = ids(page(target, limit="1000"))
+    """The list's fields (data, ids, has_more, last_id) and the entries the SDK parses are
+    MODELS-001's to judge: a list without them cannot be paginated, and is SKIP here."""
+    with precondition(THE_LIST, judged_by="MODELS-001"):
+        everything = ids(page(target, limit="1000"))
     seen: list[str] = []
     cursor: str | None = None
     for _ in range(len(everything) + 1):
         params = {"limit": "1"} if cursor is None else {"limit": "1", "after_id": cursor}
         body = page(target, **params)
-        found = ids(body)
+        with precondition(THE_LIST, judged_by="MODELS-001"):
+            found = ids(body)
+            more = read(body, "has_more", bool, where=LIST)
         expect(len(found) <= 1, "at most `limit` items", len(found), reason="limit")
         seen += found
-        if not read(body, "has_more", bool, where=LIST):
+        if not more:
             break
         cursor = read_optional(body, "last_id", str, where=LIST)
         expect(cursor is not None, "a last_id on a page with has_more", body, reason="pagination")
@@ -180,10 +187,9 @@ def test_models_002_pagination(target: Target) -> None:
             "page before the last",
             reason="pagination",
         )
-    sdk_ids = [
-        m.id for m in sdk_call("models.list auto-pagination", lambda: list(target.sdk().models.list(limit=1)))
-    ]
-    expect_equal(sdk_ids, everything, "SDK auto-pagination", reason="pagination")
+    with precondition("the SDK parses the model list's entries", judged_by="MODELS-001"):
+        pages = sdk_call("models.list auto-pagination", lambda: list(target.sdk().models.list(limit=1)))
+    expect_equal([m.id for m in pages], everything, "SDK auto-pagination", reason="pagination")
 
 
 @prop(
@@ -206,13 +212,18 @@ def test_models_002_pagination(target: Target) -> None:
 def test_models_003_retrieve(target: Target) -> None:
     listed = ids(page(target))
     expect(bool(listed), "at least one model in the list", listed, reason="empty-list")
-    first = listed[0]
-    response = target.request("GET", f"/v1/models/{first}")
+    retrieved(target, listed[0])
+    expect_error(target.request("GET", "/v1/models/plumbline-no-such-model-0000"), 404, "not_found_error")
+
+
+def retrieved(target: Target, model_id: str) -> dict[str, Any]:
+    """GET /v1/models/{model_id}: 200 with a schema-valid ModelInfo of that id (MODELS-003's rule)."""
+    response = target.request("GET", f"/v1/models/{model_id}")
     expect_status(response, 200)
     info = expect_json(response)
     expect_no_schema_errors(validate_response("GET /v1/models/{model_id}", 200, info), "the ModelInfo")
-    expect_equal(read(info, "id", str, where="the ModelInfo"), first, "retrieved id")
-    expect_error(target.request("GET", "/v1/models/plumbline-no-such-model-0000"), 404, "not_found_error")
+    expect_equal(read(info, "id", str, where="the ModelInfo"), model_id, "retrieved id")
+    return info  # type: ignore[no-any-return]
 
 
 @prop(
@@ -233,6 +244,10 @@ def test_models_003_retrieve(target: Target) -> None:
     ),
 )
 def test_models_004_messages_model_retrievable(target: Target) -> None:
+    """Retrieval itself (a listed model by id, as a valid ModelInfo) is MODELS-003's rule: where
+    it fails, this one has nothing of its own to judge (SKIP)."""
+    with precondition("a listed model retrieved by id as a valid ModelInfo", judged_by="MODELS-003"):
+        retrieved(target, ids(page(target))[0])
     info = sdk_call("models.retrieve", target.sdk().models.retrieve, target.model)
     expect(
         info.max_tokens is None or info.max_tokens > 0,

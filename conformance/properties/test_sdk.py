@@ -156,17 +156,33 @@ def test_sdk_001_stream_final_message(target: Target) -> None:
 BAD_REQUEST = (400, "BadRequestError", "invalid_request_error")
 # (case, operation, request changes, (status, the SDK's error class, the body's error.type), level):
 # an unknown model's 404 is observed, not documented (ERR-010), so a SHOULD sub-case here too.
-ERROR_CASES: list[tuple[str, Operation, dict[str, Any], tuple[int, str, str], Level | None]] = [
-    ("create without max_tokens", "create", {"max_tokens": None}, BAD_REQUEST, None),
-    ("stream without max_tokens", "stream", {"max_tokens": None}, BAD_REQUEST, None),
+# (name, operation, changes to the request, (status, class, error.type), level, the property
+# whose rule the wire's status and error.type are).
+ERROR_CASES: list[tuple[str, Operation, dict[str, Any], tuple[int, str, str], Level | None, str]] = [
+    ("create without max_tokens", "create", {"max_tokens": None}, BAD_REQUEST, None, "ERR-001"),
+    ("stream without max_tokens", "stream", {"max_tokens": None}, BAD_REQUEST, None, "STREAM-018"),
     (
         "unknown model",
         "create",
         {"model": UNKNOWN_MODEL},
         (404, "NotFoundError", "not_found_error"),
         Level.SHOULD,
+        "ERR-010",
     ),
 ]
+
+
+def wire_error(result: TSResult) -> tuple[int | None, Any]:
+    """The status and error.type of the answer Node read, on the wire."""
+    exchange = result.exchange
+    if exchange is None:
+        return None, None
+    try:
+        body = json.loads(bytes(exchange.response_body))
+    except ValueError:
+        return exchange.status, None
+    inner = body.get("error") if isinstance(body, dict) and body.get("type") == "error" else None
+    return exchange.status, inner.get("type") if isinstance(inner, dict) else None
 
 
 @prop(
@@ -194,15 +210,22 @@ ERROR_CASES: list[tuple[str, Operation, dict[str, Any], tuple[int, str, str], Le
 )
 def test_sdk_002_error_classes(target: Target) -> None:
     cases = Cases()
-    runs: list[tuple[str, Operation, dict[str, Any], tuple[int, str, str], Level | None, str | None]]
+    runs: list[tuple[str, Operation, dict[str, Any], tuple[int, str, str], Level | None, str, str | None]]
     runs = [(*case, None) for case in ERROR_CASES]
     if target.config.api_key is not None:  # as AUTH-*: a 401 is judged on a target with a key
         wrong_key = (401, "AuthenticationError", "authentication_error")
-        runs.append(("wrong key", "create", {}, wrong_key, None, WRONG_KEY))
-    for name, operation, changes, (status, error_class, error_type), level, key in runs:
+        runs.append(("wrong key", "create", {}, wrong_key, None, "AUTH-002", WRONG_KEY))
+    for name, operation, changes, (status, error_class, error_type), level, owner, key in runs:
         with cases.case(name, level=level):
             body = {k: v for k, v in message_body(target, **changes).items() if v is not None}
             result = ts(target, operation, body, api_key=key)
+            # The SDK's mapping is this property's rule; the answer it maps is the owner's (an
+            # accepted request, another status, an error.type the envelope lacks or gets wrong).
+            if wire_error(result) != (status, error_type):
+                on_wire = (
+                    "a Message" if result.ok else "HTTP {} with error.type {!r}".format(*wire_error(result))
+                )
+                not_judged(f"the wire answered {on_wire}, not HTTP {status} {error_type}", judged_by=owner)
             error = result.error
             got = (error.get("class"), error.get("status"), error.get("type"))
             if result.ok or got != (error_class, status, error_type):

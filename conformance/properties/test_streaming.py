@@ -18,6 +18,7 @@ from conformance.judging.checks import (
     expect_json,
     expect_stop,
     not_judged,
+    precondition,
     read,
     read_optional,
     stop_reason,
@@ -747,8 +748,11 @@ def test_stream_017_no_long_silence(target: Target) -> None:
     ),
 )
 def test_stream_018_early_errors_are_json(target: Target) -> None:
-    """Streams a request its schema refuses (no max_tokens: `required`)."""
+    """Streams a request its schema refuses (no max_tokens: `required`). A target that accepts
+    it without streaming too breaks ERR-001's rule, not this one (SKIP)."""
     invalid = {k: v for k, v in message_body(target).items() if k != "max_tokens"}
+    with precondition("the request, not streamed, refused with 400", judged_by="ERR-001"):
+        expect_error(target.request("POST", "/v1/messages", json_body=invalid), 400, "invalid_request_error")
     run = stream_raw(target, invalid)
     expect(
         run.transcript is None,

@@ -39,6 +39,7 @@ __all__ = [
     "END_TURN_MAX_TOKENS",
     "END_TURN_PROMPTS",
     "LONG_ANSWER_PROMPT",
+    "STOP_PREFILL",
     "ZERO_STREAM_USAGE",
     "StreamRun",
     "count_text_tokens",
@@ -128,6 +129,9 @@ def natural_end(
     not_judged("the model ended none of the short-answer prompts by itself with text", judged_by="MSG-021")
 
 
+STOP_PREFILL = "Once upon a time, in a small village by the sea,"
+
+
 def stop_sequence_body(target: Target, **changes: Any) -> dict[str, Any]:
     """A request whose answer hits a stop sequence on any model that writes English: a long
     answer is asked for, begun by a prefill, and the stops are very common letters."""
@@ -137,7 +141,7 @@ def stop_sequence_body(target: Target, **changes: Any) -> dict[str, Any]:
         stop_sequences=COMMON_STOPS,
         messages=[
             {"role": "user", "content": LONG_ANSWER_PROMPT},
-            {"role": "assistant", "content": "Once upon a time, in a small village by the sea,"},
+            {"role": "assistant", "content": STOP_PREFILL},
         ],
         **changes,
     )

@@ -332,11 +332,14 @@ class Target:
         finally:
             response.close()
 
-    def post_oversized(self, path: str, body: bytes, *, budget: float) -> httpx.Response:
+    def post_oversized(
+        self, path: str, body: bytes, *, budget: float, answer_within: float
+    ) -> httpx.Response:
         """POST a body too large to be taken (a 413 is expected) on a connection of its own:
-        sent in 1 MB chunks for at most `budget` seconds, the answer read only as far as its
-        first 64 KB, then the connection closed, so a target that reads the upload slowly costs
-        one bounded wait. Recorded as evidence, the body summarised (not 33 MB in a curl line)."""
+        sent in 1 MB chunks for at most `budget` seconds, the answer awaited at most
+        `answer_within` seconds after that and read only as far as its first 64 KB, then the
+        connection closed, so a target that reads the upload slowly, or parses it, costs one
+        bounded wait. Recorded as evidence, the body summarised (not 33 MB in a curl line)."""
         started = time.monotonic()
         headers = {**self.headers(), "connection": "close"}
         if self.recorder.property_id:
@@ -351,7 +354,7 @@ class Target:
                     raise httpx.WriteTimeout(f"the target took more than {budget:g} s to read the body")
                 yield body[offset : offset + (1 << 20)]
 
-        timeout = httpx.Timeout(budget, connect=10.0)
+        timeout = httpx.Timeout(budget, connect=10.0, read=answer_within)
         with httpx.Client(base_url=self.config.url.rstrip("/"), timeout=timeout) as client:
             try:
                 with client.stream("POST", path, content=chunks(), headers=headers) as answer:

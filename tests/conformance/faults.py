@@ -389,6 +389,12 @@ def _first_model_for_unknown(request: Request, response: Response) -> Response:
     return response
 
 
+def _zero_max_tokens(request: Request, response: Response) -> Response:
+    if request.path.startswith("/v1/models/") and isinstance(response.json, dict):
+        return response.with_json({**response.json, "max_tokens": 0})
+    return response
+
+
 def _only_bearer(request: Request) -> Request | Response:
     if "x-api-key" in request.headers:
         return error(401, "authentication_error")
@@ -737,8 +743,7 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
         "MODELS-002": Fault("has_more always true", response=_always_more),
         "MODELS-003": Fault("any id is a model", response=_first_model_for_unknown),
         "MODELS-004": Fault(
-            "models not retrievable",
-            request=lambda r: error(404, "not_found_error") if r.path.startswith("/v1/models/") else r,
+            "a ModelInfo that states max_tokens 0 (an unknown limit filled with 0)", response=_zero_max_tokens
         ),
         # ---- fuzz
         "FUZZ-001": Fault("schema-invalid bodies accepted", response=accept),
@@ -764,8 +769,8 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
             frames=_finish_before(_delta_of("text_delta")),
         ),
         "SDK-002": Fault(
-            "errors of streamed requests sent as a 200 stream: TS sees a status-less APIError",
-            response=lambda r, resp: _error_as_stream(resp) if r.streaming and resp.status >= 400 else resp,
+            "error bodies in UTF-16 (a charset the wire's readers honour): TS reads no error.type",
+            response=lambda r, resp: _utf16_error(resp) if resp.status >= 400 else resp,
         ),
         "SDK-003": Fault(
             "finish sent before the tool input fragments (LiteLLM PR #14477): TS finalMessage input {}",
@@ -776,6 +781,13 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
             frames=_finish_before_last_text,
         ),
     }
+
+
+def _utf16_error(response: Response) -> Response:
+    """The same error, its JSON encoded in UTF-16 (with its BOM and charset): Python's JSON
+    readers decode it, the TypeScript SDK's reads the bytes as UTF-8 and finds no JSON."""
+    headers = {**response.headers, "content-type": "application/json; charset=utf-16"}
+    return Response(response.status, headers, response.body.decode("utf-8").encode("utf-16"))
 
 
 def _error_as_stream(response: Response) -> Response:

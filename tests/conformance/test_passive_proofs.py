@@ -70,3 +70,38 @@ def test_a_529_another_property_met_is_judged(tiny_random_url, proof_profile, tm
     assert verdicts(index) == {"MSG-001": "FAIL", "ERR-031": "PASS"}, output[-3000:]
     judged = next(p for p in index["properties"] if p["id"] == "ERR-031")
     assert judged["message"].startswith("met in the run: HTTP 529 "), judged
+
+
+def test_an_error_a_property_wanted_refused_is_its_own_finding():
+    """A 500 for a request AUTH-001 wanted refused with a 401 is AUTH-001's finding (fixing the
+    401 removes the 500): ERR-031 does not repeat it, and is SKIP naming AUTH-001 when that was
+    all it met. A 529 met by a property that wanted a success stays ERR-031's to judge."""
+    from conformance.judging.passive import owned
+
+    load_all()
+    own = Result(REGISTRY["ERR-031"], Verdict.SKIP, 0.1, message="none met")
+    auth = Result(
+        REGISTRY["AUTH-001"],
+        Verdict.FAIL,
+        0.1,
+        reason="wrong-status",
+        expected="HTTP status 401",
+        actual='HTTP 500: {"error": "no key"}',
+    )
+    crash = MetError("AUTH-001", 500, "the body is not the error envelope", {"curl": "curl a"})
+    theirs = owned([crash], auth)
+    assert theirs[0].owned
+    skipped = judge_met(own, theirs)
+    assert (skipped.verdict, skipped.judged_by) == (Verdict.SKIP, "AUTH-001")
+    assert "AUTH-001 (HTTP 500)" in str(skipped.message)
+    busy = Result(
+        REGISTRY["MSG-001"],
+        Verdict.FAIL,
+        0.1,
+        reason="unexpected-error-status",
+        expected="a Message",
+        actual="HTTP 529",
+    )
+    overloaded = owned([MetError("MSG-001", 529, "the body is not the error envelope")], busy)
+    assert not overloaded[0].owned
+    assert judge_met(own, [*theirs, *overloaded]).verdict is Verdict.FAIL  # the 529's shape is ERR-031's

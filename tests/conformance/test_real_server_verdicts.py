@@ -5,9 +5,13 @@ reference server (tiny-random), and the run must give one honest verdict for it.
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import json
 
 import pytest
+
+from conformance.wire.target import PROPERTY_HEADER
 
 from .fault_proxy import Fault, FaultProxy, Frame, Request, Response, running_proxy
 from .faults import error
@@ -92,4 +96,158 @@ def test_a_tool_type_crashed_on_or_ignored_fails_one_property_not_a_cascade(
     failed = [pid for pid, p in by_id.items() if p["verdict"] in ("FAIL", "WARN")]
     assert failed == ["SRVTOOL-015"], output[-3000:]  # one cause, one failure
     assert index["feature_support"]["web_fetch"]["failed"] is True
+    assert code == 1
+
+
+class SlowWhenShared:
+    """ASGI: the target in front of it answers a request late (`delay` s) while a request of
+    another property is in flight, as a busy two-core machine does under four workers. A
+    request whose client hangs up while it waits is dropped (no longer in flight)."""
+
+    def __init__(self, app, delay: float) -> None:
+        self.app = app
+        self.delay = delay
+        self.in_flight: collections.Counter[str] = collections.Counter()
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body, more = body + message.get("body", b""), message.get("more_body", False)
+
+        async def replay():
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        tag = dict(scope["headers"]).get(PROPERTY_HEADER.encode(), b"").decode()
+        self.in_flight[tag] += 1
+        try:
+            if any(count for other, count in self.in_flight.items() if other != tag):
+                hung_up = asyncio.ensure_future(receive())  # http.disconnect, when it comes
+                done, _ = await asyncio.wait({hung_up}, timeout=self.delay)
+                if done:
+                    return
+                hung_up.cancel()
+            await self.app(scope, replay, send)
+        finally:
+            self.in_flight[tag] -= 1
+
+
+def test_a_property_that_times_out_beside_others_is_judged_again_alone(
+    tiny_random_url, proof_profile, tmp_path
+):
+    """Our own server, on a busy machine, failed properties on timeouts with four workers: a
+    timeout met while other properties ran is not a verdict until the property, judged again
+    with the target to itself, times out too."""
+    slow = SlowWhenShared(FaultProxy(tiny_random_url), delay=6)
+    with running_proxy(slow) as url:
+        code, index, output = run_suite(
+            url, tmp_path, profile=proof_profile, extra=["--jobs", "2", "--timeout", "3", "-k", "msg_00"]
+        )
+    got = verdicts(index)
+    assert "FAIL" not in got.values(), output[-4000:]
+    again = [p["id"] for p in index["properties"] if any("judged again alone" in n for n in p["notes"])]
+    assert again, output[-4000:]  # the concurrent phase did time out
+    assert all(got[pid] == "PASS" for pid in again)
+    assert code == 0
+
+
+# ---- one cause, one failure: llama-server's and LiteLLM's deviations, each judged where its rule is
+
+
+def _like_a_peer(request: Request) -> Request | Response:
+    """What the peers did: no key is a 500 in another shape (LiteLLM), models cannot be
+    retrieved by id (llama-server), a missing max_tokens gets a default, tool_choice any is
+    ignored."""
+    body = request.json
+    if request.path.startswith("/v1/") and not request.headers.get("x-api-key"):
+        return Response(
+            500, {"content-type": "application/json"}, b'{"error": {"message": "no key", "code": 500}}'
+        )
+    if request.method == "GET" and request.path.startswith("/v1/models/"):
+        return error(404, "not_found_error", "File Not Found")
+    if isinstance(body, dict) and request.path.startswith("/v1/messages"):
+        if (
+            "max_tokens" not in body
+            and "messages" in body
+            and not request.path.startswith("/v1/messages/count")
+        ):
+            body["max_tokens"] = 16
+        if isinstance(body.get("tool_choice"), dict) and body["tool_choice"].get("type") == "any":
+            body["tool_choice"] = {"type": "none"}
+        return request.with_json(body)
+    return request
+
+
+def _peer_answers(request: Request, response: Response) -> Response:
+    """OpenAI's list and ids; the prefill repeated at the start of the answer (llama-server)."""
+    data = response.json
+    if request.path.split("?")[0] == "/v1/models" and isinstance(data, dict) and "data" in data:
+        return response.with_json(
+            {"object": "list", "data": [{"id": m["id"], "type": "model"} for m in data["data"]]}
+        )
+    if not isinstance(data, dict) or data.get("type") != "message":
+        return response
+    for block in data["content"]:
+        if block.get("type") == "tool_use":
+            block["id"] = "call__0_" + block["id"].removeprefix("toolu_")
+    body = request.json
+    last = body["messages"][-1] if isinstance(body, dict) and body.get("messages") else {}
+    if last.get("role") == "assistant" and isinstance(last.get("content"), str):
+        texts = [b for b in data["content"] if b.get("type") == "text"]
+        if texts:
+            texts[0]["text"] = last["content"] + texts[0]["text"]
+    return response.with_json(data)
+
+
+RESTATED = (
+    "models_ or fuzz_004 or hdr_002 or err_001 or stream_018 or sdk_002 or auth_001 or err_031 "
+    "or tool_001 or tool_017 or msg_005 or msg_008"
+)
+
+
+def test_each_deviation_is_one_failure_of_the_property_whose_rule_it_breaks(
+    tiny_random_url, proof_profile, tmp_path
+):
+    fault = Fault("a peer's deviations", request=_like_a_peer, response=_peer_answers)
+    with running_proxy(FaultProxy(tiny_random_url, everywhere=fault)) as url:
+        code, index, output = run_suite(url, tmp_path, profile=proof_profile, extra=["-k", RESTATED])
+    by_id = {p["id"]: p for p in index["properties"]}
+    got = {pid: p["verdict"] for pid, p in by_id.items()}
+
+    def judged_by(pid: str, owner: str) -> None:
+        assert (got[pid], by_id[pid]["judged_by"]) == ("SKIP", owner), (pid, by_id[pid])
+
+    # Each rule broken fails once, where it is stated.
+    for pid in ("AUTH-001", "MODELS-001", "MODELS-003", "ERR-001", "TOOL-001"):
+        assert got[pid] == "FAIL", (pid, by_id[pid])
+    assert got["MSG-008"] == "WARN"  # the prefill repeated
+    assert got["TOOL-017"] == "WARN"  # call_ ids, seen with the named tool_choice once any was ignored
+    assert "call__0_" in by_id["TOOL-017"]["actual"]
+    # ... and is not restated by the properties that build on it.
+    judged_by("ERR-031", "AUTH-001")  # the 500 for a request without a key
+    judged_by("MODELS-002", "MODELS-001")  # a list without has_more cannot be paginated
+    judged_by("MODELS-004", "MODELS-003")  # no model can be retrieved by id
+    judged_by("STREAM-018", "ERR-001")  # the request without max_tokens is accepted, streamed or not
+    assert got["FUZZ-004"] == "PASS", by_id["FUZZ-004"]  # the list's shape is MODELS-001's
+    assert any("MODELS-001 or MODELS-003" in n for n in by_id["FUZZ-004"]["notes"])
+    assert got["HDR-002"] == "PASS", by_id["HDR-002"]  # ?beta=true answers as the plain paths do
+    assert got["MSG-005"] == "PASS", by_id["MSG-005"]  # the stop sequence is in the repeated prefill only
+    assert any("MSG-008's finding" in n for n in by_id["MSG-005"]["notes"])
+    if got["SDK-002"] != "SKIP" or "cannot run here" not in str(by_id["SDK-002"]["message"]):
+        assert got["SDK-002"] == "PASS", by_id["SDK-002"]  # each wrong answer is its owner's
+        assert "ERR-001" in " ".join(by_id["SDK-002"]["notes"]) or "ERR-001" in str(
+            by_id["SDK-002"]["message"]
+        )
+    failing = sorted(pid for pid, verdict in got.items() if verdict in ("FAIL", "WARN"))
+    assert failing == [
+        "AUTH-001",
+        "ERR-001",
+        "MODELS-001",
+        "MODELS-003",
+        "MSG-008",
+        "TOOL-001",
+        "TOOL-017",
+    ], output[-3000:]
     assert code == 1

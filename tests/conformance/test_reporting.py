@@ -97,7 +97,7 @@ def test_requirement_and_failure_text_are_printed_literally(tmp_path):
             0.1,
             reason="wrong-status",
             expected="HTTP status 400\nsecond line",
-            actual=f"HTTP 200: {markup}",
+            actual=f"HTTP 500: {markup}",
         ),
         Result(
             Property("ERR-012", Level.MUST, "pairs", CITE),
@@ -105,7 +105,7 @@ def test_requirement_and_failure_text_are_printed_literally(tmp_path):
             0.1,
             reason="wrong-status",
             expected="HTTP status 400",
-            actual="HTTP 200: ok",
+            actual="HTTP 500: ok",
         ),
     ]
     gate = compute_gate(items, {}, strict=False, harness_failed=False)
@@ -114,10 +114,10 @@ def test_requirement_and_failure_text_are_printed_literally(tmp_path):
     row = next(line for line in summary.splitlines() if line.startswith("| FAIL | ERR-011"))
     assert row.count(" | ") == 5  # six cells: the pipe inside the text does not split one
     assert "^\\[a-zA-Z0-9\\_-\\]{1,128}$" in row
-    assert "- answered HTTP 200: ERR-011, ERR-012" in summary
+    assert "- answered HTTP 500: ERR-011, ERR-012" in summary
     suite = ET.parse(out / "junit.xml").getroot()
     failure = next(suite.iter("failure"))
-    assert failure.get("message") == f"Expected: HTTP status 400 | Actual: HTTP 200: {markup}"
+    assert failure.get("message") == f"Expected: HTTP status 400 | Actual: HTTP 500: {markup}"
     page = (out / "report.html").read_text()
     assert "Causes shared by several properties" in page
     assert "^[a-zA-Z0-9_-]{1,128}$" in page
@@ -130,3 +130,45 @@ def test_each_unsupported_verdict_line_says_why():
 
     unsupported = results()[3]
     assert verdict_details(unsupported) == ["no tools"]
+
+
+def test_requests_that_should_have_been_refused_are_grouped_by_the_rule_they_broke():
+    """A server that validates nothing answers every invalid request with the same 200: one
+    cause per missing check, named by the rule (property and sub-case), not one for them all."""
+    from conformance.judging.checks import Breakage
+    from conformance.judging.verdicts import causes
+
+    def failed(pid: str, title: str, actual: str, *cases: str) -> Result:
+        subject = f"POST /v1/messages answered {actual.split(':')[0]}"
+        subcases = [
+            Breakage("HTTP status 400", actual, "wrong-status", subject, case).as_dict() for case in cases
+        ]
+        return Result(
+            Property(pid, Level.MUST, title, CITE),
+            Verdict.FAIL,
+            0.1,
+            reason="wrong-status",
+            expected="HTTP status 400",
+            actual=actual,
+            subject=subject,
+            subcases=subcases,
+        )
+
+    found = dict(
+        causes(
+            [
+                failed(
+                    "ERR-001", "Missing fields are a 400", "HTTP 200: {}", "missing model", "missing messages"
+                ),
+                failed("ERR-002", "Unknown fields are rejected", "HTTP 200: {}"),
+                failed("ERR-028", "Never a 5xx", "HTTP 500: {}"),
+                failed("ERR-029", "An unknown role is a 400", "HTTP 500: {}"),
+            ]
+        )
+    )
+    assert found == {
+        "answered HTTP 200, not refused: Missing fields are a 400 [missing model]": ["ERR-001"],
+        "answered HTTP 200, not refused: Missing fields are a 400 [missing messages]": ["ERR-001"],
+        "answered HTTP 200, not refused: Unknown fields are rejected": ["ERR-002"],
+        "POST /v1/messages answered HTTP 500": ["ERR-028", "ERR-029"],  # one crash, one cause
+    }
