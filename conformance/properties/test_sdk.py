@@ -223,7 +223,7 @@ def test_sdk_002_error_classes(target: Target) -> None:
             # accepted request, another status, an error.type the envelope lacks or gets wrong).
             if wire_error(result) != (status, error_type):
                 on_wire = (
-                    "a Message" if result.ok else "HTTP {} with error.type {!r}".format(*wire_error(result))
+                    "a 200 answer" if result.ok else "HTTP {} with error.type {!r}".format(*wire_error(result))
                 )
                 not_judged(f"the wire answered {on_wire}, not HTTP {status} {error_type}", judged_by=owner)
             error = result.error
