@@ -293,7 +293,8 @@ def observe(exchange: Mapping[str, Any]) -> set[str]:
         keys |= _prefixed("count_response", answer)
     elif path == "/v1/models" and isinstance(answer, dict):
         keys |= _prefixed("models", answer)
-        for item in answer.get("data") or []:
+        data = answer.get("data")
+        for item in data if isinstance(data, list) else []:
             keys |= _prefixed("model", item)
     elif path == "/v1/models/{model_id}":
         keys |= _prefixed("model", answer)
@@ -307,7 +308,8 @@ def _prefixed(kind: str, value: Any) -> set[str]:
 def _sent_blocks(body: Any) -> set[str]:
     """Block types in a request's turns, tool_result contents included."""
     found: set[str] = set()
-    for message in (body.get("messages") if isinstance(body, dict) else None) or []:
+    messages = body.get("messages") if isinstance(body, dict) else None
+    for message in messages if isinstance(messages, list) else []:  # generated bodies: any value
         content = message.get("content") if isinstance(message, dict) else None
         for block in content if isinstance(content, list) else []:
             if isinstance(block, dict) and isinstance(block.get("type"), str):

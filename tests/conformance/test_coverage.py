@@ -141,6 +141,21 @@ def test_observe_reads_requests_streams_and_errors():
     )
 
 
+def test_observe_takes_generated_requests_and_answers_of_any_shape():
+    """A schema-invalid request (FUZZ-001's `messages: 487`) or a list whose data is not a list
+    is observed for what it holds, never a crash."""
+    generated = {
+        "request": {"method": "POST", "url": "http://h/v1/messages", "headers": {}, "body": {"messages": 487}},
+        "response": {"status": 400, "body": {"type": "error", "error": {"type": "invalid_request_error"}}},
+    }
+    assert "request:messages" in coverage.observe(generated)
+    odd_list = {
+        "request": {"method": "GET", "url": "http://h/v1/models", "headers": {}, "body": ""},
+        "response": {"status": 200, "body": {"data": 3, "has_more": False}},
+    }
+    assert "models:has_more" in coverage.observe(odd_list)
+
+
 def test_kept_exchanges_are_what_observe_reads(tmp_path: Path):
     exchange = Exchange("POST", "http://h/v1/messages/count_tokens", {}, b'{"system": "s"}', status=200)
     exchange.response_body.extend(b'{"input_tokens": 3}')
