@@ -221,11 +221,10 @@ def test_sdk_002_error_classes(target: Target) -> None:
             result = ts(target, operation, body, api_key=key)
             # The SDK's mapping is this property's rule; the answer it maps is the owner's (an
             # accepted request, another status, an error.type the envelope lacks or gets wrong).
-            if wire_error(result) != (status, error_type):
-                on_wire = (
-                    "a 200 answer" if result.ok else "HTTP {} with error.type {!r}".format(*wire_error(result))
-                )
-                not_judged(f"the wire answered {on_wire}, not HTTP {status} {error_type}", judged_by=owner)
+            on_wire = wire_error(result)
+            if on_wire != (status, error_type):
+                said = "a 200 answer" if result.ok else "HTTP {} with error.type {!r}".format(*on_wire)
+                not_judged(f"the wire answered {said}, not HTTP {status} {error_type}", judged_by=owner)
             error = result.error
             got = (error.get("class"), error.get("status"), error.get("type"))
             if result.ok or got != (error_class, status, error_type):

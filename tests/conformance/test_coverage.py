@@ -145,7 +145,12 @@ def test_observe_takes_generated_requests_and_answers_of_any_shape():
     """A schema-invalid request (FUZZ-001's `messages: 487`) or a list whose data is not a list
     is observed for what it holds, never a crash."""
     generated = {
-        "request": {"method": "POST", "url": "http://h/v1/messages", "headers": {}, "body": {"messages": 487}},
+        "request": {
+            "method": "POST",
+            "url": "http://h/v1/messages",
+            "headers": {},
+            "body": {"messages": 487},
+        },
         "response": {"status": 400, "body": {"type": "error", "error": {"type": "invalid_request_error"}}},
     }
     assert "request:messages" in coverage.observe(generated)

@@ -5,6 +5,7 @@ peers themselves (LiteLLM from PyPI) run only under `nox -s peers`."""
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -99,9 +100,7 @@ def test_llama_server_runs_the_reference_models_gguf_with_its_template_and_a_key
     command = llama_server_command(
         tmp_path / "llama-server", tmp_path / "m.gguf", port=9, api_key="k", alias="a"
     )
-    flags = {
-        flag: value for flag, value in zip(command, command[1:], strict=False) if not value.startswith("--")
-    }
+    flags = {flag: value for flag, value in itertools.pairwise(command) if not value.startswith("--")}
     assert command[0] == str(tmp_path / "llama-server")
     assert "--jinja" in command  # the model's chat template: its Anthropic route needs it for tools
     assert (flags["--model"], flags["--alias"], flags["--api-key"], flags["--port"]) == (
