@@ -195,7 +195,8 @@ def test_one_bug_is_one_cause_named_by_what_the_target_did(tiny_random_url, proo
 def test_a_message_without_its_stop_sequence_key_is_one_schema_cause(
     tiny_random_url, proof_profile, tmp_path
 ):
-    """OGX's Message without `stop_sequence`: MSG-001 and FUZZ-003 judge the schema, one cause."""
+    """OGX's Message without `stop_sequence`: MSG-001 judges the schema, one cause; FUZZ-003's
+    generated requests repeat it, and leave it to MSG-001 (issue 33: one cause, one failure)."""
 
     def drop(_: Request, data: JSONDict) -> None:
         if data.get("stop_sequence") is None:
@@ -209,6 +210,9 @@ def test_a_message_without_its_stop_sequence_key_is_one_schema_cause(
     assert [c["cause"] for c in index["causes"]] == [
         "the Message: $: 'stop_sequence' is a required property"
     ], output[-3000:]
+    assert verdicts(index) == {"MSG-001": "FAIL", "FUZZ-003": "PASS"}
+    fuzz = next(p for p in index["properties"] if p["id"] == "FUZZ-003")
+    assert any("are MSG-001's" in note for note in fuzz["notes"]), fuzz
 
 
 def test_each_thinking_budget_sub_case_is_refused_for_its_budget_alone(
