@@ -54,6 +54,7 @@ __all__ = [
     "SHOWN_BY",
     "Features",
     "Support",
+    "content_blocks",
     "judge_probe",
     "probe_body",
 ]
@@ -220,7 +221,7 @@ def _judge_shown(
     if status is None or not 200 <= status < 300:
         return failed(f"{what} got HTTP {status}{_error_words(body)}: neither run nor refused with a 400")
     shown, name = SHOWN_BY[feature]
-    blocks = _content(body)
+    blocks = content_blocks(body)
     if any(block.get("type") == shown and block.get("name", name) == name for block in blocks):
         return Support(
             feature, True, "probe", f"{what} got HTTP {status} with a {shown} block", evidence=evidence
@@ -231,7 +232,7 @@ def _judge_shown(
     )
 
 
-def _content(body: bytes) -> list[dict[str, Any]]:
+def content_blocks(body: bytes) -> list[dict[str, Any]]:
     """The content blocks of a Message body (none when it is not one)."""
     try:
         data = json.loads(body)

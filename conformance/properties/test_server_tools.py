@@ -21,7 +21,7 @@ from contextlib import ExitStack
 from typing import Any
 
 from conformance.catalogue import Level, prop
-from conformance.features import SHOWN_BY, Features
+from conformance.features import SHOWN_BY, Features, content_blocks
 from conformance.generating.thinking import thinking_body
 from conformance.generating.tooluse import (
     BASH,
@@ -918,6 +918,18 @@ def test_srvtool_014_fetched_page_citations(target: Target) -> None:
     cases.check()
 
 
+def _forced_calls_honoured(target: Target, features: Features, name: str) -> None:
+    """An Anthropic-defined client tool (bash) runs on the client: the target's part is the
+    forced call. Where a forced call of a custom tool gets no tool_use either, tool_choice is
+    not honoured at all: TOOL-001's finding, not this tool's."""
+    features.probe("tools")
+    answer = content_blocks(bytes(target.recorder.exchanges[-1].response_body))
+    if not any(block.get("type") == "tool_use" for block in answer):
+        not_judged(
+            f"a forced {name} call, like a forced custom tool's, got no tool_use", judged_by="TOOL-001"
+        )
+
+
 # Statuses that say the target is busy or limited, not whether it runs the tool.
 _BUSY = frozenset({429, 503, 529})
 
@@ -962,6 +974,8 @@ def test_srvtool_015_run_or_refused(target: Target, features: Features) -> None:
                 not_judged(f"the probe met a busy or limited target: {failed[0].detail}")
             status = statuses[0] if statuses else None
             accepted = status is not None and 200 <= status < 300
+            if failed and accepted and shown == "tool_use":
+                _forced_calls_honoured(target, features, name)
             expect(
                 not failed,
                 f"the tool run (a {shown} block) or refused with HTTP 400",

@@ -251,3 +251,37 @@ def test_each_deviation_is_one_failure_of_the_property_whose_rule_it_breaks(
         "TOOL-017",
     ], output[-3000:]
     assert code == 1
+
+
+def _tool_choice_ignored(request: Request) -> Request:
+    body = request.json
+    if isinstance(body, dict) and "tool_choice" in body:
+        return request.with_json({**body, "tool_choice": {"type": "none"}})
+    return request
+
+
+def test_bash_not_called_where_no_forced_call_is_honoured_is_tool_001s_finding(
+    tiny_random_url, proof_profile, tmp_path
+):
+    """llama-server on SmolLM2 answered every forced call, bash's too, with text: bash runs on the
+    client, so its missing call is TOOL-001's (tool_choice not honoured), while the server tools
+    it accepted and never ran are SRVTOOL-015's."""
+    fault = Fault("tool_choice ignored", request=_tool_choice_ignored)
+    with running_proxy(FaultProxy(tiny_random_url, everywhere=fault)) as url:
+        code, index, output = run_suite(
+            url, tmp_path, profile=proof_profile, extra=["-k", "srvtool_015 or tool_001"]
+        )
+    by_id = {p["id"]: p for p in index["properties"]}
+    assert by_id["TOOL-001"]["verdict"] == "FAIL", output[-3000:]
+    judge = by_id["SRVTOOL-015"]
+    assert judge["verdict"] == "FAIL", judge
+    assert {case["case"] for case in judge["subcases"]} == {
+        "tool_search_tool_regex (tool_search)",
+        "web_fetch (web_fetch)",
+        "web_search (web_search)",
+    }
+    assert (
+        "1 not judged: [bash (builtin_tools)] a forced bash call, like a forced custom tool's, got no tool_use"
+        in (judge["actual"])
+    )
+    assert code == 1
