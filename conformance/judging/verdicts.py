@@ -236,12 +236,13 @@ def expects_refusal(breakage: dict[str, Any]) -> bool:
 
 def _cause_text(breakage: dict[str, Any], rule: str) -> str:
     """The subject the check named, else words built from the failure's reason and values. A
-    request that should have been refused and was answered is grouped by the rule it broke
-    (`rule`: the property's title and the sub-case), not by the answer: a server that validates
-    nothing answers every such request alike, and each missing check is a cause of its own."""
+    request that should have been refused and was answered (or crashed on) is grouped by the
+    rule it broke (`rule`: the property's title and the sub-case), not by the answer: a server
+    that validates nothing answers every such request alike, and each missing check is a cause
+    of its own."""
     reason, actual = breakage.get("reason"), first_line(breakage.get("actual"), 200)
     status = _STATUS.match(actual)
-    if reason == "wrong-status" and expects_refusal(breakage) and status and status[1].startswith("2"):
+    if reason == "wrong-status" and expects_refusal(breakage) and status and status[1][0] in "25":
         case = breakage.get("case")
         return f"answered HTTP {status[1]}, not refused: {rule}" + (f" [{case}]" if case else "")
     if breakage.get("subject"):

@@ -17,6 +17,7 @@ from conformance.judging.checks import (
     expect,
     expect_equal,
     expect_error,
+    expect_stop,
     read_optional,
     stop_reason,
 )
@@ -52,6 +53,8 @@ def check_message_invariants(target: Target, body: dict[str, Any], message: dict
             text_of(message),
             reason="stop-sequence-in-text",
         )
+    elif sequence in stops:  # a hit, reported under another stop_reason (MSG-004's cause too)
+        expect_stop(reason, "stop_sequence")
     else:
         expect_equal(sequence, None, "stop_sequence", reason="stop-sequence")
     reported = read_optional(message, "usage.output_tokens", int, where=MESSAGE)

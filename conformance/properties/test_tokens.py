@@ -17,7 +17,13 @@ from conformance.judging.checks import (
     read,
 )
 from conformance.judging.schemas import validate_response
-from conformance.wire.drivers import create_json, message_body, sdk_call, total_input_tokens
+from conformance.wire.drivers import (
+    TOOLS_NOT_COUNTED,
+    create_json,
+    message_body,
+    sdk_call,
+    total_input_tokens,
+)
 from conformance.wire.target import Target
 
 COUNT = "api/messages-count-tokens"
@@ -361,6 +367,7 @@ def test_tokens_009_custom_fields(target: Target) -> None:
         f"more than {without} tokens with the tool",
         with_tool,
         reason="tools-not-counted",
+        subject=TOOLS_NOT_COUNTED,
     )
 
 

@@ -49,6 +49,7 @@ from conformance.judging.checks import (
 )
 from conformance.judging.schemas import validate_component, validate_event
 from conformance.wire.drivers import (
+    TOOLS_NOT_COUNTED,
     StreamRun,
     create_json,
     expect_no_violations,
@@ -825,7 +826,13 @@ def test_tool_014_count_tokens_tools(target: Target) -> None:
     cases = Cases()
     bare, with_tools = count(), count(tools=TOOLS)
     with cases.case("tools raise the count"):
-        expect(with_tools > bare, f"more than {bare} tokens with two tools", with_tools, reason="count-tools")
+        expect(
+            with_tools > bare,
+            f"more than {bare} tokens with two tools",
+            with_tools,
+            reason="count-tools",
+            subject=TOOLS_NOT_COUNTED,
+        )
     with cases.case("the count agrees with usage", level=Level.SHOULD):  # TOKENS-001's bound
         message = create_json(
             target, tool_body(target, messages=messages, tool_choice={"type": "auto"}, max_tokens=4)

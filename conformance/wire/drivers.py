@@ -40,6 +40,7 @@ __all__ = [
     "END_TURN_PROMPTS",
     "LONG_ANSWER_PROMPT",
     "STOP_PREFILL",
+    "TOOLS_NOT_COUNTED",
     "ZERO_STREAM_USAGE",
     "StreamRun",
     "count_text_tokens",
@@ -186,6 +187,7 @@ def sdk_call(what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 ZERO_STREAM_USAGE = "streamed usage reports 0 tokens"
+TOOLS_NOT_COUNTED = "count_tokens does not count the tools"  # TOOL-014 and TOKENS-009
 
 
 def stream_usage_subject(streamed: Any, expected: Any = 1) -> str | None:

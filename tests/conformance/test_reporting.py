@@ -96,7 +96,7 @@ def test_requirement_and_failure_text_are_printed_literally(tmp_path):
             Verdict.FAIL,
             0.1,
             reason="wrong-status",
-            expected="HTTP status 400\nsecond line",
+            expected="HTTP status 200\nsecond line",
             actual=f"HTTP 500: {markup}",
         ),
         Result(
@@ -104,7 +104,7 @@ def test_requirement_and_failure_text_are_printed_literally(tmp_path):
             Verdict.FAIL,
             0.1,
             reason="wrong-status",
-            expected="HTTP status 400",
+            expected="HTTP status 200",
             actual="HTTP 500: ok",
         ),
     ]
@@ -117,7 +117,7 @@ def test_requirement_and_failure_text_are_printed_literally(tmp_path):
     assert "- answered HTTP 500: ERR-011, ERR-012" in summary
     suite = ET.parse(out / "junit.xml").getroot()
     failure = next(suite.iter("failure"))
-    assert failure.get("message") == f"Expected: HTTP status 400 | Actual: HTTP 500: {markup}"
+    assert failure.get("message") == f"Expected: HTTP status 200 | Actual: HTTP 500: {markup}"
     page = (out / "report.html").read_text()
     assert "Causes shared by several properties" in page
     assert "^[a-zA-Z0-9_-]{1,128}$" in page
@@ -170,5 +170,20 @@ def test_requests_that_should_have_been_refused_are_grouped_by_the_rule_they_bro
         "answered HTTP 200, not refused: Missing fields are a 400 [missing model]": ["ERR-001"],
         "answered HTTP 200, not refused: Missing fields are a 400 [missing messages]": ["ERR-001"],
         "answered HTTP 200, not refused: Unknown fields are rejected": ["ERR-002"],
-        "POST /v1/messages answered HTTP 500": ["ERR-028", "ERR-029"],  # one crash, one cause
+        "answered HTTP 500, not refused: Never a 5xx": ["ERR-028"],
+        "answered HTTP 500, not refused: An unknown role is a 400": ["ERR-029"],
+    }
+    # A valid request that crashes is grouped by the crash.
+    crashed = Result(
+        Property("MSG-001", Level.MUST, "A Message", CITE),
+        Verdict.FAIL,
+        0.1,
+        reason="wrong-status",
+        expected="HTTP status 200",
+        actual="HTTP 500: {}",
+        subject="POST /v1/messages answered HTTP 500",
+    )
+    assert dict(causes([crashed, failed("ERR-028", "x", "HTTP 500: {}")])) == {
+        "POST /v1/messages answered HTTP 500": ["MSG-001"],
+        "answered HTTP 500, not refused: x": ["ERR-028"],
     }
