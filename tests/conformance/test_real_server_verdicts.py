@@ -285,3 +285,16 @@ def test_bash_not_called_where_no_forced_call_is_honoured_is_tool_001s_finding(
         in (judge["actual"])
     )
     assert code == 1
+
+
+def test_a_generated_invalid_body_asks_for_few_tokens_whatever_else_it_breaks():
+    """FUZZ-001's negative cases may carry max_tokens 1073741824 beside the constraint they
+    break: a target that wrongly accepts one generated until its context was full (50 s on
+    llama-server, twice with the replay). Lowered, the body stays invalid and the answer is quick."""
+    from conformance.properties.test_fuzz import FUZZ_MAX_TOKENS, _bounded
+
+    body = {"max_tokens": 1073741824, "messages": 487}
+    assert _bounded(body) == {"max_tokens": FUZZ_MAX_TOKENS, "messages": 487}
+    assert body["max_tokens"] == 1073741824  # the generated case is not changed
+    for untouched in ({"max_tokens": -1}, {"max_tokens": "16"}, {"max_tokens": True}, [1], "\x00"):
+        assert _bounded(untouched) is None  # the broken constraint itself, or no object
