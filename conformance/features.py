@@ -19,7 +19,8 @@ without a profile, so "not said" cannot mean "absent" for the features every pee
    a 200 that does not (the tool accepted and ignored, or run as a client tool) or a 5xx is the
    probe's failure, judged once by SRVTOOL-015; the properties that need the tool SKIP, naming
    it, instead of each failing for the same cause;
-4. else, for the Files API, `GET /v1/files`: a 404 or 405 means absent, any other answer served;
+4. else, for the Files API, `GET /v1/files` with its beta header: a 2xx, 401, 403 or 5xx means
+   served, any other 4xx (no such route, or a route that refuses Anthropic's request) absent;
    for rate limits, one tiny message: `anthropic-ratelimit-*` headers on its answer mean served;
 5. else the feature is absent: nothing declares it.
 
@@ -117,7 +118,8 @@ def _builtin_probe(target: Target) -> dict[str, Any]:
 
 
 # Features with endpoints of their own, probed by a GET of their list.
-LISTED: dict[str, str] = {"files": "/v1/files"}
+# Features with endpoints of their own: (the list path, the beta header their requests carry).
+LISTED: dict[str, tuple[str, str]] = {"files": ("/v1/files", "files-api-2025-04-14")}
 
 PROBE_MAX_TOKENS = 64  # a server tool's or bash's forced call is short; the answer is not judged
 
@@ -349,18 +351,22 @@ class Features:
         return exchanges[-1].as_evidence() if exchanges else None
 
     def _list_probe(self, feature: str) -> Support:
-        """A feature with endpoints of its own: their list answering 200 says it is served; a 404
-        or 405 (no such route) that it is absent."""
-        path = LISTED[feature]
+        """A feature with endpoints of its own, asked for its list as the SDK asks (beta header
+        included): a 2xx says it is served, and so do a 401/403 (AUTH-* judge keys) and a 5xx
+        (the properties judge the crash); a 404 or 405 (no such route) or another 4xx says it is
+        absent: the route refuses Anthropic's request (LiteLLM's `/v1/files` is OpenAI's Files
+        API and refuses it with a 400), and its properties would only restate that."""
+        path, beta = LISTED[feature]
+        headers = {**self._target.headers(), "anthropic-beta": beta}
         with self._apart():
             try:
-                response = self._target.request("GET", path)
+                response = self._target.request("GET", path, headers=headers)
             except httpx.TransportError as exc:
                 return Support(
                     feature, True, "probe", f"GET {path} failed ({type(exc).__name__}); judged as served"
                 )
         status = response.status_code
-        served = status not in (404, 405)
+        served = status < 400 or status in (401, 403) or status >= 500
         return Support(
             feature, served, "probe", f"GET {path} got HTTP {status}{_error_words(response.content)}"
         )

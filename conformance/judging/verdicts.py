@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import tomllib
 from collections import Counter, defaultdict
@@ -155,23 +156,33 @@ def load_baseline(path: Path | None) -> dict[str, str]:
 
 
 def write_baseline(path: Path, results: Sequence[Result], *, strict: bool, target: str) -> int:
-    """Record today's gating failures as the expected ones; returns how many."""
+    """Record today's gating failures as the expected ones; returns how many. An existing
+    baseline's header comment and the reasons of the entries that still fail are kept: they
+    are words a person wrote, and only the failures new to the baseline get today's evidence."""
     failing = sorted(
         (r for r in results if r.property.id in gating(results, strict=strict)),
         key=lambda r: r.property.id,
     )
-    lines = [
+    kept = load_baseline(path)
+    header = _comment_header(path) or [
         f"# Expected failures of {target}: the gate passes while exactly these fail.",
-        "# Written by `plumbline --update-baseline`; edit the reasons freely.",
-        "",
-        "[expected_failures]",
+        "# Written by `plumbline --update-baseline`; edit the reasons freely (they are kept).",
     ]
+    lines = [*header, "", "[expected_failures]"]
     for result in failing:
-        reason = result.actual or result.message or result.verdict.value
+        reason = kept.get(result.property.id) or result.actual or result.message or result.verdict.value
         lines.append(f"{_toml_key(result.property.id)} = {_toml_string(reason[:300])}")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return len(failing)
+
+
+def _comment_header(path: Path) -> list[str]:
+    """The comment lines a baseline file opens with (none when it does not exist)."""
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return list(itertools.takewhile(lambda line: line.startswith("#"), lines))
 
 
 def md_cell(text: str) -> str:

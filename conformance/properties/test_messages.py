@@ -591,6 +591,7 @@ def test_msg_016_no_empty_text_blocks(target: Target) -> None:
         "endpoint:POST /v1/messages",
         "request:cache_control",
         "request:cache_control.type",
+        "request:cache_control.ttl",
         "request:system[].cache_control",
         "request:system[].cache_control.type",
         "request:system[].cache_control.ttl",
@@ -613,7 +614,7 @@ def test_msg_017_caching_and_metadata_fields(target: Target) -> None:
         ],
         metadata={"user_id": "3f1c9b0e-plumbline"},
         service_tier="standard_only",
-        cache_control={"type": "ephemeral"},
+        cache_control={"type": "ephemeral", "ttl": "1h"},
     )
     create_json(target, body)
 

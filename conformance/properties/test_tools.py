@@ -960,11 +960,10 @@ def test_tool_017_tool_use_id_prefix(target: Target) -> None:
     "Every documented field of a custom tool is accepted",
     url=f"{TOOL_USE}#specifying-client-tools",
     requirement="A custom tool may carry type custom, strict, cache_control (with a ttl), "
-    "eager_input_streaming, allowed_callers and input_examples, and the request may set the "
-    "top-level cache_control with a ttl: such a forced request is a 200 with the call.",
+    "eager_input_streaming, allowed_callers and input_examples: such a forced request is a 200 "
+    "with the call (the request's top-level cache_control is MSG-017's).",
     source="schema: OpenAPI Tool — properties type, name, description, input_schema, strict, "
-    "cache_control, eager_input_streaming, allowed_callers, input_examples; CreateMessageParams "
-    "cache_control (CacheControlEphemeral {type, ttl})",
+    "cache_control, eager_input_streaming, allowed_callers, input_examples",
     requires=("tools",),
     covers=(
         "endpoint:POST /v1/messages",
@@ -976,13 +975,11 @@ def test_tool_017_tool_use_id_prefix(target: Target) -> None:
         "request:tools[].eager_input_streaming",
         "request:tools[].allowed_callers",
         "request:tools[].input_examples",
-        "request:cache_control",
-        "request:cache_control.ttl",
         "block:tool_use",
     ),
 )
 def test_tool_018_every_tool_field(target: Target) -> None:
-    """A forced call of a tool with every optional field set, automatic caching on."""
+    """A forced call of a tool with every optional field set."""
     tool = {
         **colour_tool(strict=True),
         "type": "custom",
@@ -991,6 +988,6 @@ def test_tool_018_every_tool_field(target: Target) -> None:
         "allowed_callers": ["direct"],
         "input_examples": [{"colour": "blue", "bright": True, "where": {"part": "overhead"}}],
     }
-    body = tool_body(target, tools=[tool], cache_control={"type": "ephemeral", "ttl": "5m"})
+    body = tool_body(target, tools=[tool])
     if not tool_uses(create_json(target, body)):
         not_judged(NO_CALL, judged_by="TOOL-001")

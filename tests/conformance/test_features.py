@@ -145,7 +145,10 @@ def test_features_nothing_declares_are_absent():
     assert fake.posts == []
 
 
-@pytest.mark.parametrize(("status", "served"), [(200, True), (401, True), (404, False), (405, False)])
+@pytest.mark.parametrize(
+    ("status", "served"),
+    [(200, True), (401, True), (500, True), (400, False), (404, False), (405, False), (422, False)],
+)
 def test_the_files_api_is_probed_by_its_list(status, served):
     fake = Fake(files_status=status)
     with running_proxy(fake) as url:
@@ -154,7 +157,8 @@ def test_the_files_api_is_probed_by_its_list(status, served):
         target.close()
     assert (support.supported, support.source) == (served, "probe")
     assert f"HTTP {status}" in support.detail
-    assert ("GET", "/v1/files") in [(method, path) for method, path, _, _ in fake.seen]
+    [listed] = [headers for method, path, headers, _ in fake.seen if path == "/v1/files"]
+    assert listed["anthropic-beta"] == "files-api-2025-04-14"
     assert fake.posts == []
 
 

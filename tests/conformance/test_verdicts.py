@@ -89,6 +89,26 @@ def test_baseline_round_trip(tmp_path):
     assert gate.exit_code == EXIT_CONFORMANT
 
 
+def test_rewriting_a_baseline_keeps_its_header_and_the_reasons_a_person_wrote(tmp_path):
+    path = tmp_path / "target.toml"
+    path.write_text(
+        "# LiteLLM 1.106.0 in front of the reference server\n\n[expected_failures]\n"
+        '"MSG-001" = "the Message omits stop_sequence"\n"MSG-004" = "fixed since"\n',
+        encoding="utf-8",
+    )
+    results = [
+        result("MSG-001", Verdict.FAIL, actual="$: 'stop_sequence' is a required property"),
+        result("MSG-004", Verdict.PASS),
+        result("MSG-011", Verdict.FAIL, actual="HTTP 400: max_tokens"),
+    ]
+    assert write_baseline(path, results, strict=False, target="t") == 2
+    assert load_baseline(path) == {
+        "MSG-001": "the Message omits stop_sequence",
+        "MSG-011": "HTTP 400: max_tokens",
+    }
+    assert path.read_text(encoding="utf-8").startswith("# LiteLLM 1.106.0 in front of the reference server\n")
+
+
 def test_missing_baseline_is_empty(tmp_path):
     assert load_baseline(tmp_path / "none.toml") == {}
     assert load_baseline(None) == {}
