@@ -60,6 +60,7 @@ AREAS = (
     "AUTH",
     "FUZZ",
     "SDK",  # properties judged through the TypeScript SDK (conformance/wire/tsdriver.py)
+    "VER",  # the API versions (anthropic-version 2023-06-01 and 2026-10-21)
 )
 
 # The kinds of coverage key (`kind:name`); conformance/reporting/coverage.py defines each one's universe.

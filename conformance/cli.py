@@ -28,6 +28,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from conformance.versions import API_VERSIONS
+
 __all__ = ["main"]
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -75,6 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=120.0,
         help="seconds to wait for one answer; a target that answers other requests but not one in "
         "time fails that property (default 120)",
+    )
+    parser.add_argument(
+        "--api-version",
+        choices=API_VERSIONS,
+        help="the anthropic-version every request sends, raw and through the SDKs (default: what the "
+        "installed SDK sends). VER-* send both on purpose, whatever this says",
     )
     parser.add_argument("--strict", action="store_true", help="SHOULD breakage fails the gate too")
     parser.add_argument(
@@ -182,6 +190,8 @@ def run_suite(
     jobs = workers(args.jobs, selected(args.keyword))
     if jobs > 1:
         pytest_args += ["-p", XDIST_PLUGIN, "-n", str(jobs)]
+    if args.api_version:
+        pytest_args.append(f"--plumbline-api-version={args.api_version}")
     if model:
         pytest_args.append(f"--plumbline-model={model}")
     if args.api_key:

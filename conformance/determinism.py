@@ -1,9 +1,12 @@
-"""Is the target deterministic at temperature 0? Asked of the profile, else probed.
+"""Does the target answer the same request the same way? Asked of the profile, else probed.
 
 The comparison properties (stream ≡ create, generated streams ≡ their plain twins) need a
 target that answers the same request the same way. Most users run `--target URL` with no
-profile, so when the profile does not say, the run starts by sending the same greedy
-non-streamed request twice: identical answers make the target deterministic for this run.
+profile, so when the profile does not say, the run starts by sending the same non-streamed
+request twice, greedy where the target takes `temperature: 0` (feature `sampling_parameters`),
+else at its default sampling (2026-10-21 removes temperature; a server may still reproduce an
+answer by seeding its sampler per request): identical answers make the target deterministic
+for this run, at that sampling.
 `deterministic = false` in a profile turns the comparisons off without probing.
 """
 
@@ -37,7 +40,8 @@ class Determinism:
 
 
 def probe_determinism(target: Target) -> Determinism:
-    """The profile's word, or the result of sending the same temperature-0 request twice."""
+    """The profile's word, or the result of sending the same request twice (greedy where the
+    target takes it: `message_body`)."""
     declared = target.config.profile.deterministic
     if declared is not None:
         return Determinism(declared, "profile", f"the profile says deterministic = {str(declared).lower()}")
@@ -46,6 +50,7 @@ def probe_determinism(target: Target) -> Determinism:
         max_tokens=PROBE_MAX_TOKENS,
         messages=[{"role": "user", "content": LONG_ANSWER_PROMPT}],
     )
+    sampled = "greedy" if target.greedy else "default-sampled"
     answers = []
     for _ in range(2):
         try:
@@ -58,5 +63,5 @@ def probe_determinism(target: Target) -> Determinism:
             return Determinism(False, "probe", f"the probe request got HTTP {response.status_code}{ASSUMED}")
         answers.append((message.get("content"), message.get("stop_reason"), message.get("stop_sequence")))
     if answers[0] == answers[1]:
-        return Determinism(True, "probe", "the same greedy request, sent twice, got identical answers")
-    return Determinism(False, "probe", "the same greedy request, sent twice, got different answers")
+        return Determinism(True, "probe", f"the same {sampled} request, sent twice, got identical answers")
+    return Determinism(False, "probe", f"the same {sampled} request, sent twice, got different answers")

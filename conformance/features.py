@@ -10,8 +10,10 @@ without a profile, so "not said" cannot mean "absent" for the features every pee
    no answer, and MODELS-003 judges the ModelInfo) decides for the features it covers
    (structured outputs, thinking, images, documents, batches, citations, context management
    and each of its edits). Tools have no capability field;
-3. else, for tools, structured outputs and Anthropic's own tools, one tiny request that uses
-   the feature: a 400 means the target refuses it (absent, as the real API refuses what a model
+3. else, for tools, structured outputs, Anthropic's own tools, `temperature: 0`
+   (`sampling_parameters`) and an assistant prefill (`prefill`), one tiny request that uses
+   the feature (the last two before every run: they shape every property's requests): a 400
+   means the target refuses it (absent, as the real API refuses what a model
    lacks). For tools and structured outputs any other answer, a 200 or a crash, means served,
    so the properties judge it (a target that silently ignores tools is probed as serving them,
    and fails the properties that force a tool call). Anthropic's own tools are served only
@@ -52,6 +54,7 @@ from conformance.wire.target import Target
 __all__ = [
     "CAPABILITY_PATHS",
     "PROBED",
+    "REQUEST_SHAPING",
     "SHOWN_BY",
     "Features",
     "Support",
@@ -101,6 +104,16 @@ def _structured_probe(target: Target) -> dict[str, Any]:
     )
 
 
+def _sampling_probe(target: Target) -> dict[str, Any]:
+    return {**message_body(target, max_tokens=1), "temperature": 0}
+
+
+def _prefill_probe(target: Target) -> dict[str, Any]:
+    prefill = {"role": "assistant", "content": "The answer is"}
+    body = message_body(target, max_tokens=1)
+    return {**body, "messages": [*body["messages"], prefill]}
+
+
 def _search_probe(target: Target) -> dict[str, Any]:
     return search_body(target, max_tokens=PROBE_MAX_TOKENS)
 
@@ -118,6 +131,9 @@ def _builtin_probe(target: Target) -> dict[str, Any]:
 
 
 # Features with endpoints of their own, probed by a GET of their list.
+# Detected before every run, whatever is selected: they shape the requests of every property.
+REQUEST_SHAPING = ("prefill", "sampling_parameters")
+
 # Features with endpoints of their own: (the list path, the beta header their requests carry).
 LISTED: dict[str, tuple[str, str]] = {"files": ("/v1/files", "files-api-2025-04-14")}
 
@@ -127,6 +143,10 @@ PROBE_MAX_TOKENS = 64  # a server tool's or bash's forced call is short; the ans
 PROBED: dict[str, tuple[str, Callable[[Target], dict[str, Any]]]] = {
     "tools": ("a forced tool call", _tools_probe),
     "structured_outputs": ("a request with output_config.format", _structured_probe),
+    # What requests may carry at the version judged: 2026-10-21 removes temperature, top_p and
+    # top_k, and the newest models take only their defaults and refuse prefills (a 400).
+    "sampling_parameters": ("a request with temperature 0", _sampling_probe),
+    "prefill": ("a request that ends with an assistant prefill", _prefill_probe),
     # Anthropic's own tools: a server that does not run them refuses their types with a 400.
     "tool_search": ("a forced tool_search_tool_regex_20251119 call", _search_probe),
     "web_fetch": ("a forced web_fetch_20250910 call", _fetch_probe),

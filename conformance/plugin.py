@@ -43,7 +43,7 @@ from conformance.alone import AloneLock
 from conformance.catalogue import REGISTRY, Property, catalogue_hash, property_of
 from conformance.cli import PROPERTIES_DIR
 from conformance.determinism import Determinism, probe_determinism
-from conformance.features import PROBE_JUDGE, Features
+from conformance.features import PROBE_JUDGE, REQUEST_SHAPING, Features
 from conformance.hypothesis_profiles import register_profiles
 from conformance.judging.checks import NotJudged, Unsupported, note, take_notes
 from conformance.judging.outcome import exception_line, judge, timed_out
@@ -61,7 +61,7 @@ from conformance.reporting.console import print_context, print_summary, print_ve
 from conformance.reporting.progress import RunProgress
 from conformance.reporting.reports import write_exchanges, write_reports
 from conformance.scheduling import property_of_nodeid
-from conformance.wire.target import Target, TargetConfig
+from conformance.wire.target import API_VERSION, API_VERSIONS, Target, TargetConfig
 
 _STATE = pytest.StashKey["RunState"]()
 # The run's config, for the hooks pytest gives none (pytest_runtest_logreport).
@@ -112,6 +112,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--plumbline-baseline", default=None, help="expected failures (TOML)")
     group.addoption("--plumbline-update-baseline", action="store_true")
     group.addoption("--plumbline-seed", default=None, help="recorded in index.json")
+    group.addoption(
+        "--plumbline-api-version",
+        choices=API_VERSIONS,
+        default=API_VERSION,
+        help=f"anthropic-version every request sends (default {API_VERSION}, the installed SDK's)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -130,6 +136,7 @@ def pytest_configure(config: pytest.Config) -> None:
         auth_header=config.getoption("plumbline_auth_header"),
         profile=profile,
         timeout=config.getoption("plumbline_timeout"),
+        api_version=config.getoption("plumbline_api_version"),
     )
     baseline = config.getoption("plumbline_baseline")
     run_id = config.getoption("plumbline_run_id") or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -156,7 +163,7 @@ def _within(arg: str, directory: Path) -> bool:
 def _first_model(url: str, config: pytest.Config) -> str:
     """Without --model, use the first model the target lists."""
     key = config.getoption("plumbline_api_key")
-    headers = {"anthropic-version": "2023-06-01"}
+    headers = {"anthropic-version": config.getoption("plumbline_api_version")}
     if key:
         headers["x-api-key"] = key
     try:
@@ -176,14 +183,17 @@ def _state(config: pytest.Config) -> RunState | None:
 
 
 def _prepare(state: RunState, props: list[Property]) -> None:
-    """Before any property runs, in the process that gives the verdicts: the determinism probe
-    and the features the selected properties require, asked once and alone, shown once."""
+    """Before any property runs, in the process that gives the verdicts: what the requests may
+    carry (greedy sampling, a prefill), the determinism probe and the features the selected
+    properties require, asked once and alone, shown once."""
     state.target = state.target or Target(state.config)
+    state.features = Features(state.target)
+    state.features.detect(REQUEST_SHAPING)
+    _shape_requests(state.target, state.features)
     state.determinism = probe_determinism(state.target)
     state.target.deterministic = state.determinism.deterministic
-    state.features = Features(state.target)
     state.features.detect(feature for prop in props for feature in (*prop.requires, *prop.detects))
-    print_context(state.console, state.determinism, state.features.detected)
+    print_context(state.console, state.determinism, state.features.detected, state.config.api_version)
     # A passive property's verdict is shown last: it is given once every other one is in.
     order = [p.id for p in props if not p.passive] + [p.id for p in props if p.passive]
     state.progress = RunProgress(state.console, order, lambda result: print_verdict(state.console, result))
@@ -203,6 +213,13 @@ def _read_context(state: RunState, target: Target, where: str) -> None:
     target.deterministic = state.determinism.deterministic
     state.features = Features(target)
     state.features.preset(context["features"])
+    _shape_requests(target, state.features)
+
+
+def _shape_requests(target: Target, features: Features) -> None:
+    """What every request may carry, from what the target takes at the version judged."""
+    target.greedy = features.support("sampling_parameters").supported
+    target.prefill = features.support("prefill").supported
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -479,6 +496,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             "url": state.config.url,
             "model": state.config.model,
             "slug": state.config.slug,
+            "api_version": state.config.api_version,
             "profile": str(state.config.profile.source) if state.config.profile.source else None,
             "deterministic": state.target.deterministic if state.target else None,
             "features": sorted(state.config.profile.features),

@@ -2,7 +2,7 @@
 
 ```toml
 name = "my-server"                 # report directory name (default: host-port)
-deterministic = true               # temperature 0 gives identical answers (stream ≡ non-stream);
+deterministic = true               # the same request gets identical answers (stream ≡ non-stream);
                                    # unset: probed at the start of the run; false: never judged
 generated_budget_seconds = 60      # wall-clock budget of each generated-input property
 baseline = "baselines/my-server.toml"  # expected failures, relative to this file
@@ -28,6 +28,8 @@ web_search = false                 #   web search (server tool),
 builtin_tools = false              #   bash and text_editor (client tools),
 mcp = false                        #   the MCP connector (beta; the profile alone says it)
 files = false                      # the Files API (beta; else probed: GET /v1/files)
+sampling_parameters = false        # temperature 0 taken at the version judged (else probed)
+prefill = false                    # a final assistant turn continued (else probed)
 rate_limits = false                # rate limits (else probed: anthropic-ratelimit-* headers)
 [aliases]                          # model names the target also answers to
 "claude-sonnet-4-5" = "my-model"
@@ -62,6 +64,8 @@ FEATURES = (
     "mcp",  # the MCP connector (beta): declared by the profile only (a probe needs an MCP server)
     "files",  # the Files API (beta): probed by GET /v1/files
     "rate_limits",  # rate limits: probed by the anthropic-ratelimit-* headers of one tiny answer
+    "sampling_parameters",  # temperature 0 taken at the version judged (2026-10-21 removes it)
+    "prefill",  # a final assistant turn continued (the newest models refuse it with a 400)
 )
 
 

@@ -73,24 +73,31 @@ def _content(cache: bool) -> st.SearchStrategy[Any]:
 
 
 @st.composite
-def _messages(draw: st.DrawFn) -> list[Body]:
-    """1 to 4 turns starting with the user; same-role runs allowed (the API merges them); the
-    last may be an assistant prefill (never ending in whitespace)."""
+def _messages(draw: st.DrawFn, prefill: bool) -> list[Body]:
+    """1 to 4 turns starting with the user; same-role runs allowed (the API merges them); with
+    `prefill`, the last may be an assistant prefill (never ending in whitespace), else the last
+    turn is the user's."""
     count = draw(st.integers(1, 4))
     roles = ["user"] + [draw(st.sampled_from(["user", "assistant"])) for _ in range(count - 1)]
+    if not prefill and roles[-1] == "assistant":
+        roles.append("user")
     messages = [{"role": role, "content": draw(_content(cache=False))} for role in roles]
-    if draw(st.booleans()):
+    if prefill and draw(st.booleans()):
         messages.append({"role": "assistant", "content": draw(TEXT).rstrip() or "Well"})
     return messages
 
 
 @st.composite
-def valid_requests(draw: st.DrawFn, model: str, *, max_tokens: int = 8) -> Body:
-    """A valid create request for `model`; at most one cache breakpoint, as the API caps them."""
+def valid_requests(
+    draw: st.DrawFn, model: str, *, max_tokens: int = 8, sampling: bool = True, prefill: bool = True
+) -> Body:
+    """A valid create request for `model`; at most one cache breakpoint, as the API caps them.
+    `sampling`: may carry temperature, top_p and top_k (not where the target refuses them: the
+    2026-10-21 version, the newest models); `prefill`: may end with an assistant turn."""
     body: Body = {
         "model": model,
         "max_tokens": draw(st.integers(1, max_tokens)),
-        "messages": draw(_messages()),
+        "messages": draw(_messages(prefill)),
     }
     system = draw(st.one_of(st.none(), TEXT, st.lists(_text_block(cache=True), min_size=1, max_size=1)))
     if system is not None:
@@ -99,11 +106,12 @@ def valid_requests(draw: st.DrawFn, model: str, *, max_tokens: int = 8) -> Body:
         body["stop_sequences"] = draw(
             st.lists(st.sampled_from(["e", "the", ".", "END", "ü"]), min_size=1, max_size=3, unique=True)
         )
-    body["temperature"] = draw(st.sampled_from([0.0, 0.0, 0.5, 1.0]))
-    if draw(st.booleans()):
-        body["top_p"] = draw(st.sampled_from([0.5, 0.9, 1.0]))
-    if draw(st.booleans()):
-        body["top_k"] = draw(st.integers(0, 50))
+    if sampling:
+        body["temperature"] = draw(st.sampled_from([0.0, 0.0, 0.5, 1.0]))
+        if draw(st.booleans()):
+            body["top_p"] = draw(st.sampled_from([0.5, 0.9, 1.0]))
+        if draw(st.booleans()):
+            body["top_k"] = draw(st.integers(0, 50))
     if draw(st.booleans()):
         body["metadata"] = {"user_id": draw(st.sampled_from(["u-1", "3f1c9b0e", None]))}
     return body
@@ -164,9 +172,12 @@ BREAKERS: dict[str, Callable[[Body], Body]] = {
 
 
 @st.composite
-def invalid_requests(draw: st.DrawFn, model: str) -> tuple[str, Body]:
-    """(what was broken, body): a valid request with exactly one constraint broken."""
-    body = draw(valid_requests(model))
+def invalid_requests(
+    draw: st.DrawFn, model: str, *, sampling: bool = True, prefill: bool = True
+) -> tuple[str, Body]:
+    """(what was broken, body): a valid request (valid_requests' `sampling`, `prefill`) with
+    exactly one constraint broken."""
+    body = draw(valid_requests(model, sampling=sampling, prefill=prefill))
     name = draw(st.sampled_from(sorted(BREAKERS)))
     return name, BREAKERS[name](body)
 

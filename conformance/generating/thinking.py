@@ -89,7 +89,7 @@ def thinking_body(
         thinking=config,
         messages=[{"role": "user", "content": THINK_PROMPT}],
     )
-    del body["temperature"]
+    body.pop("temperature", None)
     if effort_low(model_info):
         body["output_config"] = {"effort": "low"}
     body.update(changes)

@@ -640,7 +640,8 @@ def test_batch_012_unknown_id(target: Target) -> None:
     Level.SHOULD,
     "A batch result equals the non-batch answer",
     url=f"{GUIDE}#how-the-message-batches-api-works",
-    requirement="On a deterministic target (temperature 0) each succeeded result carries the "
+    requirement="On a deterministic target (the same request gets the same answer) "
+    "each succeeded result carries the "
     "Message that POST /v1/messages gives for the same params: the same content, stop_reason, "
     "stop_sequence and usage.",
     requires=("batches",),

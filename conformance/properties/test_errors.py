@@ -180,7 +180,7 @@ def test_err_005_thinking_budget(target: Target) -> None:
         # refused for its budget alone.
         enabled = {"type": "enabled", "budget_tokens": budget}
         body = message_body(target, max_tokens=max_tokens, thinking=enabled)
-        body.pop("temperature")
+        body.pop("temperature", None)
         return body
 
     cases = Cases()

@@ -198,7 +198,7 @@ def test_rate_003_retry_after_is_honest(target: Target) -> None:
             model=target.model,
             max_tokens=1,
             messages=[{"role": "user", "content": "Say hello in one short sentence."}],
-            extra_body={"temperature": 0},
+            extra_body=target.greedy_fields(),
         )
     except anthropic.RateLimitError as exc:
         raise ConformanceFailure(

@@ -294,7 +294,8 @@ def test_sdk_003_tool_input(target: Target) -> None:
     Level.SHOULD,
     "The TypeScript SDK's stream of a turn that ends by itself equals the non-streamed answer",
     url=STREAMING,
-    requirement="On a deterministic target (temperature 0) a turn the model ends by itself "
+    requirement="On a deterministic target (the same request gets the same answer) "
+    "a turn the model ends by itself "
     "(end_turn), streamed through the official TypeScript SDK, gives a finalMessage() with the "
     "content, stop_reason and usage.output_tokens of the same request made without streaming: "
     "that SDK's message is complete at message_stop, so content sent after it, or a last delta "

@@ -400,7 +400,8 @@ def test_stream_011_event_schemas(target: Target) -> None:
     Level.SHOULD,
     "The streamed message equals the non-streamed one",
     url=f"{STREAMING}",
-    requirement="On a deterministic target (temperature 0) the message the SDK accumulates from "
+    requirement="On a deterministic target (the same request gets the same answer) "
+    "the message the SDK accumulates from "
     "the stream has the same content, stop_reason, stop_sequence and usage as the same request "
     "made without streaming."
     " Two calls agree only on a deterministic target, and the docs say temperature 0 is not fully "
@@ -427,7 +428,7 @@ def test_stream_012_stream_equals_create(target: Target) -> None:
         request: dict[str, Any] = {
             "model": target.model,
             "messages": [{"role": "user", "content": LONG_ANSWER_PROMPT}],
-            "extra_body": {"temperature": 0},
+            "extra_body": target.greedy_fields(),
             **extra,
         }
         plain = sdk_call("messages.create", client.messages.create, **request)
@@ -439,7 +440,8 @@ def test_stream_012_stream_equals_create(target: Target) -> None:
     Level.SHOULD,
     "A stream that ends by itself equals the non-streamed answer",
     url=f"{STREAMING}",
-    requirement="On a deterministic target (temperature 0) a turn the model ends by itself "
+    requirement="On a deterministic target (the same request gets the same answer) "
+    "a turn the model ends by itself "
     "(end_turn) streams the same message as it is answered without streaming: the message the "
     "official SDK accumulates has the same content, stop_reason, stop_sequence and usage (the "
     "last delta of a natural end is not lost, and the stream's end is the turn's end)."
@@ -466,7 +468,7 @@ def test_stream_023_natural_end_equals_create(target: Target) -> None:
             "model": body["model"],
             "max_tokens": body["max_tokens"],
             "messages": body["messages"],
-            "extra_body": {"temperature": 0},
+            "extra_body": target.greedy_fields(),
         }
 
     def create(body: dict[str, Any]) -> Any:
@@ -861,7 +863,7 @@ def test_stream_021_sdk_stream(target: Target) -> None:
             model=target.model,
             max_tokens=16,
             messages=[{"role": "user", "content": LONG_ANSWER_PROMPT}],
-            extra_body={"temperature": 0},
+            extra_body=target.greedy_fields(),
         ) as stream:
             text = "".join(stream.text_stream)
             return text, stream.get_final_message()

@@ -133,7 +133,7 @@ def test_struct_002_sdk_parse(target: Target) -> None:
         "max_tokens": TOOL_MAX_TOKENS,
         "messages": [{"role": "user", "content": STRUCTURED_PROMPT}],
         "output_format": Sky,
-        "extra_body": {"temperature": 0},
+        "extra_body": target.greedy_fields(),
     }
     cases = Cases()
     with cases.case("messages.parse"):

@@ -278,7 +278,7 @@ def test_tool_004_tool_call_schema(target: Target) -> None:
             messages=body["messages"],
             tools=body["tools"],
             tool_choice=body["tool_choice"],
-            extra_body={"temperature": 0},
+            extra_body=target.greedy_fields(),
         )
         judged += sum(block.type == "tool_use" for block in answer.content)
     cases.check()
@@ -488,7 +488,11 @@ def test_tool_008_tool_result_round_trip(target: Target) -> None:
             )
     with cases.case("the target's own call, through the SDK"):
         client = target.sdk()
-        request: dict[str, Any] = {"model": target.model, "tools": TOOLS, "extra_body": {"temperature": 0}}
+        request: dict[str, Any] = {
+            "model": target.model,
+            "tools": TOOLS,
+            "extra_body": target.greedy_fields(),
+        }
         first = sdk_call(
             "messages.create (forced call)",
             client.messages.create,
@@ -621,7 +625,7 @@ def test_tool_011_fragments_join(target: Target) -> None:
     def accumulate() -> Any:
         request = {k: v for k, v in body.items() if k not in ("temperature", "model")}
         with target.sdk().messages.stream(
-            model=target.model, extra_body={"temperature": 0}, **request
+            model=target.model, extra_body=target.greedy_fields(), **request
         ) as stream:
             return stream.get_final_message()
 
@@ -654,7 +658,8 @@ def _loads(text: str) -> Any:
     Level.SHOULD,
     "A streamed tool call equals the non-streamed one",
     url=f"{STREAMING}#input-json-delta",
-    requirement="On a deterministic target (temperature 0) the tool calls the SDK accumulates from "
+    requirement="On a deterministic target (the same request gets the same answer) "
+    "the tool calls the SDK accumulates from "
     "a stream have the same names and inputs, and the same stop_reason, as the same request "
     "made without streaming (streamed inputs are not lost or left {})."
     " Two calls agree only on a deterministic target, and the docs say temperature 0 is not fully "
@@ -681,11 +686,11 @@ def test_tool_012_stream_equals_create(target: Target) -> None:
     client = target.sdk()
     request = {k: v for k, v in body.items() if k not in ("temperature",)}
     plain = sdk_call(
-        "messages.create with tools", client.messages.create, extra_body={"temperature": 0}, **request
+        "messages.create with tools", client.messages.create, extra_body=target.greedy_fields(), **request
     )
 
     def accumulate() -> Any:
-        with client.messages.stream(extra_body={"temperature": 0}, **request) as stream:
+        with client.messages.stream(extra_body=target.greedy_fields(), **request) as stream:
             return stream.get_final_message()
 
     streamed = sdk_call("messages.stream with tools", accumulate)

@@ -27,7 +27,10 @@ COLOURS = {
 }
 
 
-def print_context(console: Console, determinism: Determinism | None, features: Mapping[str, Support]) -> None:
+def print_context(
+    console: Console, determinism: Determinism | None, features: Mapping[str, Support], api_version: str
+) -> None:
+    console.print(f"[dim]anthropic-version: {escape(api_version)} (every request but VER-*'s)[/]")
     if determinism is not None:
         console.print(f"[dim]deterministic: {escape(determinism.detail)}[/]")
     for support in features.values():

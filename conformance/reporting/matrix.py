@@ -151,6 +151,7 @@ class Column:
     slug: str
     url: str
     model: str
+    api_version: str  # the anthropic-version judged ("" for runs recorded before it was)
     suite_version: str
     run_id: str
     date: str
@@ -204,6 +205,7 @@ def _column(run: Run, page_dir: Path) -> Column:
         slug=run.slug,
         url=str(run.target.get("url", "")),
         model=str(run.target.get("model", "")),
+        api_version=str(run.target.get("api_version") or ""),
         suite_version=run.suite_version,
         run_id=run.run_id,
         date=run.date,
@@ -261,12 +263,13 @@ def shared_statement(matrix: Matrix) -> str:
 def render_markdown(matrix: Matrix) -> str:
     lines = ["# Plumbline conformance matrix", "", shared_statement(matrix), ""]
     lines += [
-        "| # | target | URL | model | suite | run | date | score |",
-        "|---|---|---|---|---|---|---|---|",
+        "| # | target | URL | model | anthropic-version | suite | run | date | score |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for n, col in enumerate(matrix.columns, start=1):
         lines.append(
-            f"| {n} | {_md(col.slug)} | {_md(col.url)} | {_md(col.model)} | {_md(col.suite_version)} "
+            f"| {n} | {_md(col.slug)} | {_md(col.url)} | {_md(col.model)} | {_md(col.api_version or '—')} "
+            f"| {_md(col.suite_version)} "
             f"| {_md(col.run_id)} | {_md(col.date)} | {_md(col.score_text)} |"
         )
     lines += [
@@ -327,7 +330,8 @@ def _header(n: int, col: Column) -> str:
     esc = html.escape
     return (
         f'<th><b>{esc(col.slug)}</b> <span class="muted">#{n}</span><br>{esc(col.url)}<br>'
-        f"model <code>{esc(col.model)}</code><br>suite {esc(col.suite_version)}<br>"
+        f"model <code>{esc(col.model)}</code><br>anthropic-version {esc(col.api_version or '—')}<br>"
+        f"suite {esc(col.suite_version)}<br>"
         f'run <a href="{esc(col.report)}">{esc(col.run_id)}</a><br>{esc(col.date)}<br>'
         f"<b>{esc(col.score_text)}</b></th>"
     )

@@ -161,8 +161,8 @@ def render_summary(index: dict[str, Any]) -> str:
     if slowest:
         lines += ["Slowest: " + ", ".join(f"{p['id']} {p['duration_s']:.1f} s" for p in slowest), ""]
     lines += [
-        f"{len(index['properties'])} properties · suite {_suite(index)} · "
-        f"seed {index['seed']} · {index['duration_s']} s · run {index['run_id']}",
+        f"{len(index['properties'])} properties · anthropic-version {_api_version(index)} · "
+        f"suite {_suite(index)} · seed {index['seed']} · {index['duration_s']} s · run {index['run_id']}",
         "",
     ]
     return "\n".join(lines)
@@ -303,7 +303,8 @@ def render_html(index: dict[str, Any], results: Sequence[Result]) -> str:
         f"<title>Plumbline — {esc(target['url'])}</title><style>{_CSS}</style>"
         f"<h1>Plumbline conformance report</h1>"
         f"<p>{esc(target['url'])} · model <code>{esc(target['model'])}</code> · "
-        f"suite {esc(_suite(index))} · seed {index['seed']} · run {esc(index['run_id'])} · "
+        f"anthropic-version <code>{esc(_api_version(index))}</code> · suite {esc(_suite(index))} · "
+        f"seed {index['seed']} · run {esc(index['run_id'])} · "
         f"{index['duration_s']} s</p>"
         f'<p class="counts">{chips}</p>'
         + features_html
@@ -321,6 +322,11 @@ def render_html(index: dict[str, Any], results: Sequence[Result]) -> str:
 def _served(support: dict[str, Any]) -> str:
     """A feature's state in words: a failed probe (features.PROBE_JUDGE) left it unjudged."""
     return "not judged" if support.get("failed") else "served" if support["supported"] else "not served"
+
+
+def _api_version(index: dict[str, Any]) -> str:
+    """The anthropic-version the run judged (runs recorded before it was: unknown)."""
+    return str(index["target"].get("api_version") or "unknown")
 
 
 def _suite(index: dict[str, Any]) -> str:

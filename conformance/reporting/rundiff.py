@@ -93,6 +93,7 @@ def _describe(run: Run) -> dict[str, str]:
         "target": run.slug,
         "url": str(run.target.get("url", "")),
         "model": str(run.target.get("model", "")),
+        "api_version": str(run.target.get("api_version") or ""),
         "suite_version": run.suite_version,
         "run_id": run.run_id,
         "directory": str(run.directory),
@@ -143,6 +144,12 @@ def diff_runs(old: Run, new: Run) -> RunDiff:
     warnings = []
     if old.slug != new.slug:
         warnings.append(f"the runs judge different targets: {old.slug} and {new.slug}")
+    versions = (old.target.get("api_version"), new.target.get("api_version"))
+    if versions[0] != versions[1]:
+        warnings.append(
+            f"the runs judge different API versions: anthropic-version {versions[0] or 'unrecorded'} and "
+            f"{versions[1] or 'unrecorded'} (2026-10-21 refuses sampling parameters and more)"
+        )
     if old.suite_version != new.suite_version:
         warnings.append(
             f"suite {old.suite_version} → {new.suite_version}: the suite itself may have added, "

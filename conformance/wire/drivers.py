@@ -3,7 +3,9 @@ through the SDK or the raw wire.
 
 Model output is not deterministic on every target, so properties never check wording;
 they build requests that force the behaviour: `max_tokens: 1` for a max_tokens stop, a
-prefill plus very common stop sequences for a stop-sequence hit, temperature 0 always.
+prefill (where the target takes one) plus very common stop sequences for a stop-sequence hit,
+temperature 0 where the target takes it (`Target.greedy_fields`; under 2026-10-21 no request
+may carry it, and the newest models refuse prefills).
 """
 
 from __future__ import annotations
@@ -71,11 +73,11 @@ COMMON_STOPS = ["e", "a", "o", "t", "."]
 
 
 def message_body(target: Target, **changes: Any) -> dict[str, Any]:
-    """A small valid create request for the target's model, greedy and short."""
+    """A small valid create request for the target's model, short, greedy where it may be."""
     body: dict[str, Any] = {
         "model": target.model,
         "max_tokens": 16,
-        "temperature": 0,
+        **target.greedy_fields(),
         "messages": [{"role": "user", "content": "Say hello in one short sentence."}],
     }
     body.update(changes)
@@ -93,13 +95,17 @@ END_TURN_MAX_TOKENS = 64
 
 
 def end_turn_bodies(target: Target) -> list[dict[str, Any]]:
-    """Requests (END_TURN_PROMPTS, prefilled with their whole answer) that a model ends by
-    itself, well before max_tokens: try them in turn until one ends with end_turn."""
+    """Requests (END_TURN_PROMPTS, prefilled with their whole answer where the target takes a
+    prefill, else the bare questions) that a model ends by itself, well before max_tokens: try
+    them in turn until one ends with end_turn."""
     return [
         message_body(
             target,
             max_tokens=END_TURN_MAX_TOKENS,
-            messages=[{"role": "user", "content": question}, {"role": "assistant", "content": answer}],
+            messages=[
+                {"role": "user", "content": question},
+                *([{"role": "assistant", "content": answer}] if target.prefill else []),
+            ],
         )
         for question, answer in END_TURN_PROMPTS
     ]
@@ -135,15 +141,14 @@ STOP_PREFILL = "Once upon a time, in a small village by the sea,"
 
 def stop_sequence_body(target: Target, **changes: Any) -> dict[str, Any]:
     """A request whose answer hits a stop sequence on any model that writes English: a long
-    answer is asked for, begun by a prefill, and the stops are very common letters."""
+    answer is asked for, begun by a prefill where the target takes one, and the stops are very
+    common letters."""
+    prefill = [{"role": "assistant", "content": STOP_PREFILL}] if target.prefill else []
     return message_body(
         target,
-        max_tokens=16,  # the first word after the prefill nearly always holds one of the stops
+        max_tokens=16,  # the first word of any English answer nearly always holds one of the stops
         stop_sequences=COMMON_STOPS,
-        messages=[
-            {"role": "user", "content": LONG_ANSWER_PROMPT},
-            {"role": "assistant", "content": STOP_PREFILL},
-        ],
+        messages=[{"role": "user", "content": LONG_ANSWER_PROMPT}, *prefill],
         **changes,
     )
 

@@ -25,10 +25,21 @@ import httpx
 import httpx2
 
 from conformance.profile import Profile
+from conformance.versions import API_VERSIONS, CURRENT_VERSION, LEGACY_VERSION
 
-__all__ = ["API_VERSION", "Exchange", "Recorder", "Target", "TargetConfig"]
+__all__ = [
+    "API_VERSION",
+    "API_VERSIONS",
+    "CURRENT_VERSION",
+    "LEGACY_VERSION",
+    "Exchange",
+    "Recorder",
+    "Target",
+    "TargetConfig",
+]
 
-API_VERSION = "2023-06-01"
+# What the installed SDK sends: a run's default (conformance/versions.py).
+API_VERSION: str = getattr(getattr(anthropic, "_constants", None), "ANTHROPIC_API_VERSION", API_VERSIONS[-1])
 PROPERTY_HEADER = "x-plumbline-property"  # lets server logs (and our fault proxy) see which property
 REDACTED = "<redacted>"
 MAX_EVIDENCE_BYTES = 64 * 1024
@@ -44,6 +55,7 @@ class TargetConfig:
     auth_header: AuthHeader = "x-api-key"
     profile: Profile = field(default_factory=Profile)
     timeout: float = 120.0
+    api_version: str = API_VERSION
 
     @property
     def slug(self) -> str:
@@ -260,18 +272,30 @@ class Target:
             api_key=None if bearer else credential,
             auth_token=credential if bearer else None,
             http_client=self._sdk_http,
+            # The SDK's own version header gives way to the run's: both clients speak one version.
+            default_headers={"anthropic-version": config.api_version},
             max_retries=0,
             timeout=config.timeout,
             _strict_response_validation=True,
         )
 
-        # Whether temperature 0 gives identical answers: the profile's word, or the plugin's
+        # Whether the same request gives identical answers: the profile's word, or the plugin's
         # probe at the start of the run (see plugin.probe_determinism).
         self.deterministic = bool(config.profile.deterministic)
+        # What the target takes at the version judged, found before the run (features
+        # `sampling_parameters` and `prefill`): no property sends `temperature` or a prefill
+        # to a target that refuses them, unless that refusal is what it judges.
+        self.greedy = False
+        self.prefill = False
 
     @property
     def model(self) -> str:
         return self.config.model
+
+    def greedy_fields(self) -> dict[str, Any]:
+        """`temperature: 0` where the target takes it (reproducible answers), else nothing: the
+        request samples with the defaults, as every request does under 2026-10-21."""
+        return {"temperature": 0} if self.greedy else {}
 
     def alive(self, timeout: float = 10.0) -> bool:
         """Whether the target answers anything at all (any status) within `timeout`: tells a
@@ -289,7 +313,7 @@ class Target:
         """The headers a well-behaved raw client sends."""
         headers = {"content-type": "application/json"}
         if version:
-            headers["anthropic-version"] = API_VERSION
+            headers["anthropic-version"] = self.config.api_version
         if auth:
             headers.update(self.config.auth_headers())
         return headers

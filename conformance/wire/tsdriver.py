@@ -224,9 +224,9 @@ def run_ts(
     credential = key or "unused"  # the SDK refuses to start without one; an open target ignores it
     # The SDK sends its key as `Authorization: Bearer`; the run's --auth-header decides here, so
     # that how a key is sent is judged by AUTH-* alone.
-    headers: dict[str, str | None] = {}
+    headers: dict[str, str | None] = {"anthropic-version": target.config.api_version}  # the run's
     if target.config.auth_header == "x-api-key":
-        headers = {"x-api-key": credential, "authorization": None}
+        headers |= {"x-api-key": credential, "authorization": None}
     with _forwarding(target) as server:
         request: dict[str, Any] = {
             "base_url": f"http://127.0.0.1:{server.server_address[1]}",

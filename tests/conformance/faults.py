@@ -470,6 +470,7 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
     from .server_tool_faults import server_tool_fault_catalogue
     from .thinking_faults import thinking_fault_catalogue  # they build on this module's helpers
     from .tool_faults import tool_fault_catalogue
+    from .version_faults import version_fault_catalogue
 
     accept = when_error(fake_message)
     return {
@@ -754,6 +755,7 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
         "FUZZ-004": Fault("model queries crash the server", response=lambda r, resp: error(500, "api_error")),
         # ---- tools and structured outputs
         **tool_fault_catalogue(),
+        **version_fault_catalogue(),
         **server_tool_fault_catalogue(),
         **files_fault_catalogue(),
         **rate_fault_catalogue(),

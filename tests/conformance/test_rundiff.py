@@ -132,3 +132,20 @@ def test_an_unreadable_run_is_exit_2(tmp_path, which, capsys):
     argv = [missing, str(CLEAN)] if which == "old" else [str(CLEAN), missing]
     assert main(["diff", *argv]) == 2
     assert "no index.json" in capsys.readouterr().err
+
+
+def test_runs_of_different_api_versions_are_compared_with_a_warning(tmp_path):
+    """A column per version is a natural use of diff and matrix: the verdicts differ by design."""
+    import shutil
+
+    newer = tmp_path / "tiny-random" / "20261205T120000Z-ab12"
+    shutil.copytree(CLEAN, newer)
+    index = json.loads((newer / "index.json").read_text())
+    index["target"]["api_version"] = "2026-10-21"
+    (newer / "index.json").write_text(json.dumps(index))
+    diff = diff_runs(load_run(CLEAN), load_run(newer))
+    assert diff.warnings == (
+        "the runs judge different API versions: anthropic-version unrecorded and 2026-10-21 "
+        "(2026-10-21 refuses sampling parameters and more)",
+    )
+    assert diff.exit_code == 0

@@ -5,6 +5,7 @@ import shlex
 import subprocess
 import sys
 
+import anthropic
 import pytest
 
 from conformance.profile import load_profile
@@ -99,3 +100,37 @@ def test_an_exchange_comes_back_from_its_evidence():
     again = Exchange.from_evidence(made.as_evidence())
     assert again.as_evidence() == made.as_evidence()
     assert "secret" not in json.dumps(again.as_evidence())
+
+
+@pytest.mark.parametrize("version", ["2023-06-01", "2026-10-21"])
+def test_the_raw_client_and_the_sdk_send_the_version_judged(version):
+    """One version per run: the SDK's own default header gives way to `--api-version`."""
+    from conformance.wire.target import Target
+
+    from .fault_proxy import running_proxy
+
+    seen: list[str | None] = []
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        while (await receive()).get("more_body"):
+            pass
+        seen.append(dict(scope["headers"]).get(b"anthropic-version", b"").decode() or None)
+        body = json.dumps({"type": "error", "error": {"type": "api_error", "message": "x"}}).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 500,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    with running_proxy(app) as url:
+        target = Target(TargetConfig(url=url, model="m", api_version=version))
+        target.request("POST", "/v1/messages", json_body={})
+        with pytest.raises(anthropic.InternalServerError):
+            target.sdk().messages.create(model="m", max_tokens=1, messages=[{"role": "user", "content": "x"}])
+        target.close()
+    assert seen == [version, version]
