@@ -261,19 +261,23 @@ def workers(asked: int | None, properties: int) -> int:
 
 
 def version_line() -> str:
-    """`plumbline 0.1.0 (catalogue 1a2b3c4d5e6f, 193 properties; anthropic SDK 2.17.0)`."""
+    """`plumbline 0.1.0 (catalogue 1a2b3c4d5e6f, 193 properties; anthropic SDK 2.17.0)`, and, in a
+    checkout, what the SDK's types carry that the catalogue's spec lacks (sdk_surface.py)."""
     import anthropic
 
     from conformance import __version__
     from conformance.catalogue import REGISTRY, catalogue_hash
     from conformance.properties import load_all
+    from conformance.reporting.sdk_surface import surface_diff
 
     load_all()
     judged = sum(not p.retired for p in REGISTRY.values())
-    return (
+    line = (
         f"plumbline {__version__} (catalogue {catalogue_hash()}, {judged} properties; "
         f"anthropic SDK {anthropic.__version__})"
     )
+    diff = surface_diff()  # None in an installed wheel: the spec copy lives in a checkout
+    return line if diff is None else f"{line}\n{diff.line()}"
 
 
 def print_catalogue(console: Console) -> None:

@@ -248,10 +248,29 @@ def _judge_shown(
         return Support(
             feature, True, "probe", f"{what} got HTTP {status} with a {shown} block", evidence=evidence
         )
+    # A server tool's call cut by max_tokens (a model that samples a long input) never ran, but
+    # its server_tool_use shows the server took the tool for its own: served, judged elsewhere.
+    called = any(block.get("type") == "server_tool_use" and block.get("name") == name for block in blocks)
+    if called and shown != "tool_use" and _stop_reason(body) == "max_tokens":
+        return Support(
+            feature,
+            True,
+            "probe",
+            f"{what} got HTTP {status} with its server_tool_use, cut by max_tokens before it ran",
+            evidence=evidence,
+        )
     seen = [" ".join(str(b.get(k)) for k in ("type", "name") if isinstance(b.get(k), str)) for b in blocks]
     return failed(
         f"{what} got HTTP {status} without a {shown} block (content: {seen or 'none'}): accepted, not run"
     )
+
+
+def _stop_reason(body: bytes) -> Any:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    return data.get("stop_reason") if isinstance(data, dict) else None
 
 
 def content_blocks(body: bytes) -> list[dict[str, Any]]:

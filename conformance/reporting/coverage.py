@@ -207,6 +207,11 @@ class _Walker:
         return notes
 
 
+def walker(document: dict[str, Any]) -> _Walker:
+    """A reader of one OpenAPI document (the extract, or the derived one)."""
+    return _Walker(document)
+
+
 @cache
 def universe() -> dict[str, CoverageKey]:
     """Every coverage key: the official copy's, then what the overlays add."""

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.reporting.coverage import KINDS, SPEC_PATH, covered_by, universe
+from conformance.reporting.sdk_surface import surface_diff
 
 __all__ = ["KindCount", "counts", "main", "render_html", "render_markdown", "summary_table"]
 
@@ -157,6 +158,7 @@ def render_markdown(properties: Iterable[Any]) -> str:
             ids = ", ".join(declared.get(key.key, [])) or "**gap**"
             lines.append(f"| `{name}`{note} | {ids} |")
         lines.append("")
+    lines += _sdk_section()
     if unobserved:
         lines += [
             "## Declared but not shown by the reference server",
@@ -167,6 +169,26 @@ def render_markdown(properties: Iterable[Any]) -> str:
             "",
         ]
     return "\n".join(lines)
+
+
+def _sdk_section() -> list[str]:
+    """What the installed SDK's types carry that the spec (copy and overlays) lacks."""
+    diff = surface_diff()
+    if diff is None:
+        return []
+    lines = [
+        f"## What anthropic SDK {diff.sdk} types that the spec lacks",
+        "",
+        "Read from the installed SDK's own request, response and event types",
+        "(`conformance/reporting/sdk_surface.py`): a new SDK release shows here what the catalogue",
+        "cannot cover yet, until the spec copy or an overlay has it.",
+        "",
+    ]
+    if not diff.count:
+        return [*lines, "Nothing: every key it types is in the spec.", ""]
+    lines += [f"- `{key}` ({where})" for key, where in diff.keys.items()]
+    lines += [f"- tool type `{name}`" for name in diff.tools]
+    return [*lines, ""]
 
 
 def render_html(markdown: str) -> str:

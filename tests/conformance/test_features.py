@@ -211,6 +211,18 @@ def test_anthropic_tools_are_served_only_when_the_answer_shows_them_run(status, 
         assert support.reason.startswith("web_fetch not judged (probe: ")
 
 
+def test_a_server_tool_call_cut_by_max_tokens_is_served_not_ignored():
+    """A model that samples a long input runs out of max_tokens inside the call: the server took
+    the tool for its own (server_tool_use) but could not run it yet."""
+    call = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_fetch", "input": {}}
+    cut = json.dumps({"type": "message", "content": [call], "stop_reason": "max_tokens"}).encode()
+    support = judge_probe("web_fetch", 200, cut)
+    assert (support.supported, support.failed) == (True, False)
+    assert "cut by max_tokens" in support.detail
+    ended = json.dumps({"type": "message", "content": [call], "stop_reason": "end_turn"}).encode()
+    assert judge_probe("web_fetch", 200, ended).failed  # it ended without running it
+
+
 def test_bash_is_shown_by_its_tool_use():
     call = _message({"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "ls"}})
     assert judge_probe("builtin_tools", 200, call).supported

@@ -47,12 +47,21 @@ def _newest_model_refusal(body: dict[str, Any]) -> str | None:
         return "top_k: this model does not support top_k"
     messages = body.get("messages")
     last = messages[-1] if isinstance(messages, list) and messages else None
-    if isinstance(last, dict) and last.get("role") == "assistant":
+    if isinstance(last, dict) and last.get("role") == "assistant" and _text_only(last.get("content")):
         return (
             "This model does not support assistant message prefill. The conversation must end "
             "with a user message."
         )
     return None
+
+
+def _text_only(content: Any) -> bool:
+    """A prefill is text the model should go on from; a turn a server tool paused (its
+    server_tool_use and result blocks) is resumed as it was sent back, as the docs say."""
+    if isinstance(content, str):
+        return True
+    blocks = content if isinstance(content, list) else []
+    return all(isinstance(b, dict) and b.get("type") == "text" for b in blocks)
 
 
 def _newest(request: Request) -> Request | Response:
