@@ -8,7 +8,10 @@ Each property sends both versions on purpose, whatever version the run judges
 
 from __future__ import annotations
 
+from typing import Any
+
 from conformance.catalogue import Level, prop
+from conformance.generating.batches import BATCHES, batch_request, id_of, result_of, results, wait_ended
 from conformance.generating.versions import (
     assistant_document_body,
     nested_document_body,
@@ -16,7 +19,15 @@ from conformance.generating.versions import (
     user_citations_body,
     versioned,
 )
-from conformance.judging.checks import Cases, expect_error, expect_status, not_judged
+from conformance.judging.checks import (
+    Cases,
+    expect_equal,
+    expect_error,
+    expect_status,
+    json_object,
+    not_judged,
+    read,
+)
 from conformance.wire.drivers import expect_message, message_body
 from conformance.wire.target import CURRENT_VERSION, LEGACY_VERSION, Target
 
@@ -146,4 +157,62 @@ def test_ver_003_user_citations(target: Target) -> None:
         expect_message(response)
     with cases.case(f"citations in a user text block under {LEGACY_VERSION}"):
         _answered(target, "/v1/messages", user_citations_body(target))
+    cases.check()
+
+
+def _batch_results(target: Target, version: str) -> dict[str, dict[str, Any]]:
+    """A batch created under `version`: one request with `temperature: 1.0` (the default value)
+    and one without; its results by custom_id."""
+    sampled = batch_request(target, "plumbline-temperature")
+    sampled["params"] = {**sampled["params"], "temperature": 1.0}
+    requests = [sampled, batch_request(target, "plumbline-plain")]
+    response = target.request(
+        "POST", BATCHES, json_body={"requests": requests}, headers=versioned(target, version)
+    )
+    expect_status(response, 200)
+    ended = wait_ended(target, id_of(json_object(response, "the MessageBatch")), what=f"the {version} batch")
+    lines = results(target, id_of(ended)).lines
+    return {
+        custom_id: result_of(lines, custom_id) for custom_id in ("plumbline-temperature", "plumbline-plain")
+    }
+
+
+def _result_type(result: dict[str, Any], where: str, wanted: str) -> None:
+    expect_equal(read(result, "type", str, where=where), wanted, f"{where}: type", reason=f"not-{wanted}")
+
+
+@prop(
+    "VER-004",
+    Level.MUST,
+    "A batch created under 2026-10-21 runs each request by its rules",
+    url=f"{MIGRATION}",
+    requirement="Every request of a Message Batch created with anthropic-version 2026-10-21 follows "
+    "that version: one that sends temperature (even 1.0) comes back errored with an "
+    "invalid_request_error while the others succeed; in a batch created under 2023-06-01 the same "
+    "request succeeds.",
+    source='docs: api/migration-2026-10-21 — the changes apply "to the Messages API, token counting, '
+    'and each request in a Message Batch created with the new version"',
+    requires=("batches",),
+    covers=(
+        "endpoint:POST /v1/messages/batches",
+        "param:anthropic-version",
+        "error:invalid_request_error",
+    ),
+)
+def test_ver_004_batches_follow_their_version(target: Target) -> None:
+    cases = Cases()
+    with cases.case(f"a batch created under {CURRENT_VERSION}"):
+        found = _batch_results(target, CURRENT_VERSION)
+        sampled, plain = found["plumbline-temperature"], found["plumbline-plain"]
+        where = "the result of the request with temperature"
+        _result_type(sampled, where, "errored")
+        expect_equal(
+            read(sampled, "error.error.type", str, where=where),
+            "invalid_request_error",
+            f"{where}: error.error.type",
+        )
+        _result_type(plain, "the result of the request without it", "succeeded")
+    with cases.case(f"a batch created under {LEGACY_VERSION}"):
+        sampled = _batch_results(target, LEGACY_VERSION)["plumbline-temperature"]
+        _result_type(sampled, "the result of the request with temperature", "succeeded")
     cases.check()

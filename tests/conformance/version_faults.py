@@ -29,7 +29,7 @@ def served_as(version: str) -> Fault:
 
 def version_fault_catalogue() -> dict[str, Fault]:
     ignored = served_as("2023-06-01")
-    return {"VER-001": ignored, "VER-002": ignored, "VER-003": ignored}
+    return {"VER-001": ignored, "VER-002": ignored, "VER-003": ignored, "VER-004": ignored}
 
 
 def _newest_model_refusal(body: dict[str, Any]) -> str | None:
