@@ -34,9 +34,9 @@ ANNOTATION_CHARS = 300
 def plumbline_args(env: Mapping[str, str]) -> list[str]:
     """The `plumbline` command line the inputs ask for."""
     args = ["--target", env["INPUT_TARGET"], "--report-dir", env["INPUT_REPORT_DIR"]]
-    for name in ("MODEL", "PROFILE", "BASELINE", "JOBS"):
+    for name in ("MODEL", "PROFILE", "BASELINE", "JOBS", "API_VERSION"):
         if env.get(f"INPUT_{name}"):
-            args += [f"--{name.lower()}", env[f"INPUT_{name}"]]
+            args += [f"--{name.lower().replace('_', '-')}", env[f"INPUT_{name}"]]
     if env.get("INPUT_STRICT", "false").strip().lower() == "true":
         args.append("--strict")
     return args + shlex.split(env.get("INPUT_ARGS", ""))

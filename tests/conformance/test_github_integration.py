@@ -20,11 +20,12 @@ def test_the_inputs_become_plumbline_options():
         "INPUT_PROFILE": "",
         "INPUT_STRICT": "True",
         "INPUT_JOBS": "2",
+        "INPUT_API_VERSION": "2023-06-01",
         "INPUT_ARGS": "-k 'stream and not 003' --timeout 30",
     }
     assert plumbline_args(env) == [
         "--target", "http://127.0.0.1:8000", "--report-dir", "out", "--model", "m", "--jobs", "2",
-        "--strict", "-k", "stream and not 003", "--timeout", "30",
+        "--api-version", "2023-06-01", "--strict", "-k", "stream and not 003", "--timeout", "30",
     ]  # fmt: skip
     assert "--strict" not in plumbline_args({**env, "INPUT_STRICT": "false"})
 
