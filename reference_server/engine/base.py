@@ -103,11 +103,15 @@ class Grammar:
 
 @dataclass(frozen=True, slots=True)
 class Sampling:
-    """Sampling controls. `temperature == 0` means greedy and reproducible."""
+    """Sampling controls. `temperature == 0` means greedy. Sampling is reproducible too: each
+    generation draws from its own random key, seeded from the engine's seed, the prompt, these
+    controls and `seed` (engine/seeds.py), so the same request samples the same tokens."""
 
     temperature: float = 1.0
     top_p: float | None = None
     top_k: int | None = None
+    # The caller's own seed, mixed into the key (OpenAI's `seed`); None: the request's alone.
+    seed: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,8 +5,9 @@ chunks of `PREFILL_CHUNK` tokens, one chunk per step between batched decode step
 streams keep flowing while a long prompt is read. When only its last prompt token is left, its
 KV cache joins the decode batch (`mlx_lm`'s left-padded `BatchKVCache`, one per layer) and that
 token becomes its row's next input. Each decode step computes logits for all rows at once,
-masks the rows that carry a grammar, samples per row (one `argmax` for all greedy rows), and
-feeds each row's `TokenOutput`; finished and cancelled rows leave the batch before the next step.
+masks the rows that carry a grammar, samples per row (one `argmax` for all greedy rows; a
+sampled row draws from its own key, sampler.py, never from its neighbours'), and feeds each
+row's `TokenOutput`; finished and cancelled rows leave the batch before the next step.
 While a step computes, the next one is already built and started from its still-lazy tokens
 (`LOOKAHEAD`), unless a grammar or a joining prefill needs this step's tokens read first.
 
@@ -34,11 +35,10 @@ from mlx_lm.models.cache import BatchKVCache, KVCache, make_prompt_cache
 
 from .base import BACKGROUND_PRIORITY_MAX, EngineDelta
 from .jobs import PREFILL_CHUNK, Job, Scheduler, TokenOutput
-from .worker import RoundRobinScheduler, make_job_sampler
+from .sampler import JobSampler
+from .worker import RoundRobinScheduler
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from .prefix_cache import PrefixCache
     from .tokenizer import ChatTokenizer
 
@@ -89,8 +89,8 @@ class _Row:
     def __init__(self, job: Job, tokenizer: ChatTokenizer) -> None:
         self.job = job
         self.output = TokenOutput(job, tokenizer)
-        self.greedy = job.sampling.temperature <= 0
-        self.sampler: Callable[[Any], Any] = make_job_sampler(job.sampling, tokenizer.vocab_size)
+        self.sampler = JobSampler(job.sampling, tokenizer.vocab_size, job.seed)
+        self.greedy = self.sampler.greedy
 
 
 class BatchScheduler:

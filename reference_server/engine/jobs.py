@@ -45,6 +45,8 @@ class Job:
     priority: int = 0
     # A prompt with images: the vision processor's pixel arrays (vision_worker.py); None else.
     vision: dict[str, Any] | None = None
+    # Seeds this job's own random key when it samples (seeds.py, sampler.py).
+    seed: int = 0
 
     def cancel(self) -> None:
         """Called from the event loop: the worker drops this job before its next step."""

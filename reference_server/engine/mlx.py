@@ -46,6 +46,7 @@ from .jobs import Job, Scheduler
 from .loading import LoadedModel, load_model
 from .precision import PrecisionChoice
 from .prefix_cache import DEFAULT_BUDGET_BYTES, DEFAULT_MIN_TOKENS, CachePoint, PrefixCache
+from .seeds import sampling_seed
 from .sources import ModelSource, resolve_model
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ def load_engine(
     `model`: `smollm2-135m-instruct`, `tiny-random`, `tiny-random-vlm`, an mlx-lm or mlx-vlm (with
     image input) model directory or a llama-family
     `.gguf` file. `blas`: see `blas.enable_fast_blas`, which runs first, before MLX is imported.
-    `seed`: seeds MLX's random state (sampling) and tiny-random's weights.
+    `seed`: seeds tiny-random's weights and every sampled generation's own key (seeds.py).
     `context_window`: tiny-random's window (default `TINY_RANDOM_CONTEXT`); for other models a
     cap on their own (a larger value is ignored, with a warning).
     `limits`: batching, admission and prompt-cache settings (`ServingLimits()` by default).
@@ -113,7 +114,10 @@ def load_engine(
     in_use = enable_fast_blas(blas)
     source = resolve_model(model)
     engine = MLXEngine(
-        source, lambda: load_model(source, in_use, seed, context_window, precision), limits or ServingLimits()
+        source,
+        lambda: load_model(source, in_use, seed, context_window, precision),
+        limits or ServingLimits(),
+        seed=seed,
     )
     _log.info(
         "Loaded %s (%s) in %.1f s with BLAS %s",
@@ -129,10 +133,17 @@ class MLXEngine:
     """An `Engine` serving one MLX model. Create it with `load_engine`; close with `aclose`."""
 
     def __init__(
-        self, source: ModelSource, loader: Callable[[], LoadedModel], limits: ServingLimits | None = None
+        self,
+        source: ModelSource,
+        loader: Callable[[], LoadedModel],
+        limits: ServingLimits | None = None,
+        *,
+        seed: int = 0,
     ) -> None:
-        """Start the worker thread, run `loader` on it and wait until the model is ready."""
+        """Start the worker thread, run `loader` on it and wait until the model is ready;
+        `seed` enters every sampled generation's key (seeds.py)."""
         self.limits = limits or ServingLimits()
+        self._seed = seed
         if self.limits.max_pending < 1:
             raise ValueError("max_pending must be >= 1")
         # Dropped by the worker when the model's scheduler cannot batch (no prefix reuse there).
@@ -264,6 +275,7 @@ class MLXEngine:
             cache_plan=plan,
             priority=request.priority,
             vision=vision.arrays if vision is not None else None,
+            seed=self._job_seed(prompt, request),
         )
         with self._lock:
             if self._closed:
@@ -271,6 +283,13 @@ class MLXEngine:
             self._inbox.put(job)
             self._submitted += 1
         return StartedGeneration(usage, self._deltas(job), on_close=job.cancel)
+
+    def _job_seed(self, prompt: list[int], request: EngineRequest) -> int:
+        """The seed of the job's own random key: the same for the same prompt, images and sampling."""
+        if request.sampling.temperature <= 0:
+            return 0  # greedy: nothing is drawn
+        images = [image.digest for turn in request.turns for image in turn.images]
+        return sampling_seed(self._seed, prompt, request.sampling, images)
 
     def _admit(self) -> None:
         # Runs on the event loop with no await before the job is queued, so the count is exact

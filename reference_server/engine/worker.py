@@ -19,31 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 import mlx.core as mx
 from mlx_lm.models.cache import make_prompt_cache
-from mlx_lm.sample_utils import make_sampler
 
 from .jobs import PREFILL_CHUNK, Job, TokenOutput
+from .sampler import JobSampler
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from .base import Sampling
     from .constraint import Constraint
     from .tokenizer import ChatTokenizer
 
-__all__ = ["RoundRobinScheduler", "apply_constraint", "make_job_sampler"]
-
-
-def make_job_sampler(sampling: Sampling, vocab_size: int) -> Callable[[Any], Any]:
-    """mlx-lm sampler for `sampling`: greedy at temperature 0, else top-k / top-p / temperature.
-
-    A `top_k` of at least the vocabulary size restricts nothing (mlx-lm would reject it).
-    """
-    top_k = sampling.top_k or 0
-    return make_sampler(
-        temp=max(sampling.temperature, 0.0),
-        top_p=sampling.top_p if sampling.top_p is not None else 0.0,
-        top_k=top_k if 0 < top_k < vocab_size else 0,
-    )
+__all__ = ["RoundRobinScheduler", "apply_constraint"]
 
 
 class _Sequence:
@@ -55,8 +39,7 @@ class _Sequence:
         self._model = model
         self._cache = make_prompt_cache(model)
         self._pending = mx.array(job.prompt, dtype=mx.uint32)
-        self._sampler = make_job_sampler(job.sampling, tokenizer.vocab_size)
-        self._greedy = job.sampling.temperature <= 0
+        self._sampler = JobSampler(job.sampling, tokenizer.vocab_size, job.seed)
         self._constraint = job.constraint
 
     def advance(self) -> bool:
@@ -73,7 +56,7 @@ class _Sequence:
         logits = self._model(self._pending[None], cache=self._cache)[:, -1, :]
         if self._constraint is not None:
             logits = apply_constraint(self._constraint, logits)
-        if not self._greedy:
+        if not self._sampler.greedy:
             logits = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
         token = self._sampler(logits)
         mx.eval(token)

@@ -211,7 +211,7 @@ class ChatCompletionParams(_Param):
         | None
     ) = None
     n: StrictInt | None = None
-    seed: StrictInt | None = None  # accepted; sampling is seeded per server (--seed)
+    seed: StrictInt | None = None  # mixed into the request's sampling key (engine/seeds.py)
     stream: StrictBool | None = None
     stream_options: StreamOptions | None = None
     tools: list[FunctionTool] | None = None

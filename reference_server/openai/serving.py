@@ -78,6 +78,7 @@ class ChatCompletionsService:
             temperature=1.0 if params.temperature is None else params.temperature,
             top_p=params.top_p,
             top_k=params.top_k if params.top_k is not None and params.top_k > 0 else None,
+            seed=params.seed,  # mixed into the request's own key: another seed, another draw
         )
         specs = tuple(tool.spec() for tool in tools)
         request = EngineRequest(card.id, turns, limit, sampling, tools=specs, constraint=grammar)

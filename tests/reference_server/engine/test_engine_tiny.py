@@ -152,8 +152,10 @@ def test_tiny_top_p_equals_greedy(tiny_engine: Any, collect: Any) -> None:
 
 
 def test_temperature_samples(tiny_engine: Any, collect: Any) -> None:
+    """Each seed draws its own answer (the same request and seed: the same one, test_sampling.py)."""
     greedy = text_of(collect(tiny_engine, request()))
-    samples = {text_of(collect(tiny_engine, request(temperature=1.0))) for _ in range(3)}
+    samples = {text_of(collect(tiny_engine, request(temperature=1.0, seed=seed))) for seed in range(3)}
+    assert len(samples) > 1
     assert samples != {greedy}
 
 
