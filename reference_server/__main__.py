@@ -11,6 +11,7 @@ from pathlib import Path
 
 from reference_server.catalog import Alias
 from reference_server.engine.precision import PRECISION_CHOICES
+from reference_server.model_behaviour import MODEL_BEHAVIOURS
 from reference_server.observability import configure_logging
 from reference_server.settings import API_KEY_ENV, DEFAULT_MODEL, Settings
 
@@ -64,7 +65,21 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         " loaded on Metal), f32, q8 (8-bit), q4 (4-bit layers, 8-bit embedding and output);"
         " /v1/models names the one served",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the tiny-random model")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the tiny-random model's weights and of sampling: the same request samples the"
+        " same answer (default 0)",
+    )
+    parser.add_argument(
+        "--model-behaviour",
+        choices=list(MODEL_BEHAVIOURS),
+        default=_DEFAULTS.model_behaviour,
+        help="classic (default): every sampling value and assistant prefill are taken; newest: as the"
+        " newest Claude models, only default sampling values (temperature 1.0, top_p >= 0.99, no"
+        " top_k) and no assistant prefill, at any anthropic-version",
+    )
     parser.add_argument(
         "--context-window",
         type=int,
@@ -190,6 +205,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         blas=args.blas,
         precision=args.precision,
         seed=args.seed,
+        model_behaviour=args.model_behaviour,
         context_window=args.context_window,
         log_level=args.log_level,
         log_format=args.log_format,

@@ -33,6 +33,7 @@ from reference_server.server_tools.search_index import WebSearchIndex
 from reference_server.serving import MessagesService
 from reference_server.settings import Settings
 from reference_server.thinking import ThinkingSigner
+from reference_server.versioning import api_version
 
 __all__ = ["create_app"]
 
@@ -87,7 +88,13 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
         app.state.metrics = ServingMetrics(load=getattr(active, "load", None))
         app.state.started = time.monotonic()
         app.state.service = MessagesService(
-            active, catalog, signer, server_tools, app.state.files, metrics=app.state.metrics
+            active,
+            catalog,
+            signer,
+            server_tools,
+            app.state.files,
+            metrics=app.state.metrics,
+            behaviour=settings.model_behaviour,
         )
         app.state.chat = ChatCompletionsService(app.state.service)
         app.state.settings = settings
@@ -143,8 +150,8 @@ async def _add_rate_limit_headers(message: Message, scope: Scope) -> None:
 
 def _check_headers(settings: Settings) -> Guard:
     """Guard: API key (x-api-key or Bearer, constant-time, never logged; not on /health), then
-    the `anthropic-version` header the API requires (not on the OpenAI, negotiated or plain
-    routes)."""
+    the `anthropic-version` header the API requires, one of the versions it documents (not on
+    the OpenAI, negotiated or plain routes; a negotiated route that gets one checks it)."""
     expected = settings.api_key.encode() if settings.api_key else None
 
     def guard(connection: ASGIConnection, handler: BaseRouteHandler) -> None:  # type: ignore[type-arg]
@@ -157,7 +164,10 @@ def _check_headers(settings: Settings) -> Guard:
             if offered is None or not hmac.compare_digest(offered.encode(), expected):
                 raise AuthenticationError("invalid x-api-key")
         # The OpenAI route needs no version; the models routes serve OpenAI's shape without one.
-        if handler.opt.get("dialect") is None and not headers.get("anthropic-version"):
+        version = headers.get("anthropic-version")
+        if handler.opt.get("dialect") is None and not version:
             raise InvalidRequestError("anthropic-version: header is required")
+        if version and handler.opt.get("dialect") in (None, "negotiated"):
+            api_version(version)  # an unknown version is a 400 naming the known ones
 
     return guard

@@ -50,7 +50,7 @@ def _json(model: Any) -> Response[Any]:
 async def create_message(request: AnyRequest) -> Response[Any]:
     service = _service(request)
     params = parse_body(await request.body(), request.headers.get("content-type"), MessageCreateParams)
-    prepared = await service.prepare(params, _betas(request))
+    prepared = await service.prepare(params, _betas(request), _version(request))
     ticket, generation = await _admitted(request, prepared, partial(service.start, prepared))
     if params.stream:
         settings: Settings = request.app.state.settings
@@ -99,13 +99,18 @@ async def _whole(request: AnyRequest, work: Awaitable[T], generation: Generation
 @post("/v1/messages/count_tokens", status_code=200)
 async def count_tokens(request: AnyRequest) -> Response[Any]:
     params = parse_body(await request.body(), request.headers.get("content-type"), MessageCountTokensParams)
-    return _json(await _service(request).count_tokens(params, _betas(request)))
+    return _json(await _service(request).count_tokens(params, _betas(request), _version(request)))
 
 
 def _betas(request: AnyRequest) -> frozenset[str]:
     """The `anthropic-beta` header's comma-separated features (the header may repeat)."""
     values = request.headers.getall("anthropic-beta", [])
     return frozenset(beta.strip() for value in values for beta in value.split(",") if beta.strip())
+
+
+def _version(request: AnyRequest) -> str | None:
+    """The `anthropic-version` header, as sent: the service applies its rules (versioning.py)."""
+    return request.headers.get("anthropic-version")
 
 
 def _speaks_openai(request: AnyRequest) -> bool:

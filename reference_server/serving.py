@@ -42,6 +42,7 @@ from reference_server.engine.errors import (
 from reference_server.errors import InternalServerError, InvalidRequestError, OverloadedError
 from reference_server.files.sources import has_file_sources, inline_file_sources
 from reference_server.files.store import FileStore
+from reference_server.model_behaviour import ModelBehaviour, check_model_behaviour
 from reference_server.observability.metrics import ServingMetrics
 from reference_server.prepared import PreparedMessage
 from reference_server.protocol import (
@@ -95,6 +96,7 @@ from reference_server.validation import (
     check_cache_breakpoints,
     check_stop_sequences,
 )
+from reference_server.versioning import api_version, check_version_rules
 
 __all__ = [
     "ContextWindowExceeded",
@@ -150,6 +152,7 @@ class MessagesService:
         files: FileStore | None = None,
         *,
         metrics: ServingMetrics | None = None,
+        behaviour: ModelBehaviour = "classic",
     ) -> None:
         self.engine = engine
         self.catalog = catalog
@@ -157,6 +160,7 @@ class MessagesService:
         self.server_tools = server_tools or ServerToolRuntime()
         self.files = files  # the Files API's store: file sources are read from it
         self.metrics = metrics  # every admitted generation is measured (/metrics)
+        self.behaviour = behaviour  # what the served model accepts (model_behaviour.py)
 
     async def _inlined(self, params: P) -> P:
         """`params` with file sources replaced by the files' content (files/sources.py)."""
@@ -282,7 +286,13 @@ class MessagesService:
             applied.append(tool_uses)
         return ContextManagementResponse(applied_edits=applied)
 
-    async def prepare(self, params: MessageCreateParams, betas: Collection[str] = ()) -> PreparedMessage:
+    async def prepare(
+        self, params: MessageCreateParams, betas: Collection[str] = (), version: str | None = None
+    ) -> PreparedMessage:
+        """Validate and tokenize a create request; `version` is its `anthropic-version` header
+        (None: 2023-06-01's rules)."""
+        check_version_rules(params, api_version(version))
+        check_model_behaviour(params, self.behaviour)
         params = await self._inlined(params)
         prompt, tool_uses = await self._managed_prompt(params, betas)
         card, tools, policy = prompt.card, prompt.tools, prompt.policy
@@ -388,8 +398,9 @@ class MessagesService:
         )
 
     async def count_tokens(
-        self, params: MessageCountTokensParams, betas: Collection[str] = ()
+        self, params: MessageCountTokensParams, betas: Collection[str] = (), version: str | None = None
     ) -> MessageTokensCount:
+        check_version_rules(params, api_version(version))
         params = await self._inlined(params)
         prompt, tool_uses = await self._managed_prompt(params, betas)
         request = EngineRequest(prompt.card.id, prompt.turns, 0, tools=_rendered(prompt.tools))

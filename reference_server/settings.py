@@ -12,6 +12,7 @@ from reference_server.catalog import Alias
 from reference_server.engine.mlx import DEFAULT_MAX_BATCH, DEFAULT_MAX_PENDING
 from reference_server.engine.precision import PrecisionChoice
 from reference_server.engine.prefix_cache import DEFAULT_BUDGET_BYTES, DEFAULT_MIN_TOKENS
+from reference_server.model_behaviour import ModelBehaviour
 from reference_server.observability.logs import LogFormat
 from reference_server.server_tools.loop import DEFAULT_MAX_ITERATIONS
 
@@ -37,7 +38,11 @@ class Settings:
     blas: BlasChoice = "auto"
     # The weights served (engine/precision.py): auto is q4 on the CPU kernel when it builds.
     precision: PrecisionChoice = "auto"
+    # Seeds tiny-random's weights and every sampled generation's random key (engine/sampler.py).
     seed: int = 0
+    # What the served model accepts (model_behaviour.py): `newest` takes only default sampling
+    # values and no assistant prefill, as the newest Claude models.
+    model_behaviour: ModelBehaviour = "classic"
     context_window: int | None = None  # tiny-random's window; a cap for other models
     max_body_bytes: int = MAX_BODY_BYTES
     log_level: str = "info"

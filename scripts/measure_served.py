@@ -49,7 +49,11 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    with anthropic.Anthropic(base_url=args.url, api_key="unused", max_retries=0) as client:
+    # Greedy needs temperature, which anthropic-version 2026-10-21 (the SDK's default) removed.
+    legacy = {"anthropic-version": "2023-06-01"}
+    with anthropic.Anthropic(
+        base_url=args.url, api_key="unused", default_headers=legacy, max_retries=0
+    ) as client:
         measure(client, args.model, 4)  # warm-up
         runs = [measure(client, args.model, args.max_tokens) for _ in range(args.runs)]
     print(

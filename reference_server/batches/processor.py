@@ -4,7 +4,8 @@ requests, and writes each result durably.
 One asyncio task, started in the app's lifespan, loops: settle batches being canceled or past
 their expiry, then start pending requests up to `concurrency` at a time. Each request takes the
 path of `POST /v1/messages` without streaming (`MessagesService.prepare`, `start`, `create`:
-the same validation, model and answer; at temperature 0 the same text), with the engine's
+the same validation under the create call's `anthropic-version`, model and answer; the same
+text as the same request sent alone, since sampling is seeded per request), with the engine's
 background priority: interactive requests are prefilled first and always find a decode row
 (engine/batching.py). Its result is written in one transaction with the batch's counts; the
 last result ends the batch.
@@ -193,7 +194,7 @@ class BatchProcessor:
         service = self.service
         try:
             params = read_params(request.params)
-            prepared = await service.prepare(params, request.betas)
+            prepared = await service.prepare(params, request.betas, request.api_version)
             prepared = replace(prepared, request=replace(prepared.request, priority=BATCH_PRIORITY))
             generation = await service.start(prepared)
             try:

@@ -72,18 +72,24 @@ async def create_batch(request: AnyRequest) -> Response[Any]:
     batches = _batches(request)
     raw = await read_limited(request.stream(), request.headers.get("content-length"))
     # Up to 256 MB of JSON: parsed and stored off the event loop, so streams keep flowing.
+    # The create call's anthropic-version governs every request of the batch (versioning.py).
+    version = request.headers.get("anthropic-version")
     record = await asyncio.to_thread(
-        _create, batches, raw, request.headers.get("content-type"), _betas(request)
+        _create, batches, raw, request.headers.get("content-type"), _betas(request), version
     )
     batches.processor.wake()
     return _json(message_batch(record, _base_url(request)))
 
 
-def _create(batches: Batches, raw: bytes, content_type: str | None, betas: list[str]) -> BatchRecord:
+def _create(
+    batches: Batches, raw: bytes, content_type: str | None, betas: list[str], version: str | None
+) -> BatchRecord:
     params = parse_create(raw, content_type)
     requests = [(item.custom_id, dump_params(item.params)) for item in params.requests]
     models = [batches.served_model(item.params) for item in params.requests]
-    return batches.store.create(new_batch_id(), requests, betas=betas, now=batches.now(), models=models)
+    return batches.store.create(
+        new_batch_id(), requests, betas=betas, now=batches.now(), models=models, api_version=version
+    )
 
 
 @get("/v1/messages/batches")

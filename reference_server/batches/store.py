@@ -52,8 +52,8 @@ RESULT_STATES: tuple[ResultState, ...] = ("succeeded", "errored", "canceled", "e
 EXPIRY_S = 24 * 3600.0
 ARCHIVE_AFTER_S = 29 * 24 * 3600.0
 
-# 2: requests.model (version 1 databases are migrated on open).
-_SCHEMA_VERSION = 2
+# 2: requests.model; 3: batches.api_version (older databases are migrated on open).
+_SCHEMA_VERSION = 3
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS batches (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,  -- creation order: the list is newest first
@@ -66,6 +66,7 @@ CREATE TABLE IF NOT EXISTS batches (
     archived_at REAL,
     deleted INTEGER NOT NULL DEFAULT 0,
     betas TEXT NOT NULL,                    -- JSON array: the anthropic-beta of the create call
+    api_version TEXT,                       -- the create call's anthropic-version (NULL: 2023-06-01)
     total INTEGER NOT NULL,
     succeeded INTEGER NOT NULL DEFAULT 0,
     errored INTEGER NOT NULL DEFAULT 0,
@@ -93,6 +94,8 @@ ALTER TABLE requests ADD COLUMN model TEXT;
 UPDATE requests SET model = json_extract(params, '$.model')
     WHERE state = 'pending' AND json_valid(params) AND json_type(params, '$.model') = 'text';
 """
+# Version 2 had no api_version: its batches were all served with 2023-06-01's rules (NULL).
+_MIGRATE_FROM_2 = "ALTER TABLE batches ADD COLUMN api_version TEXT"
 _BATCH_COLUMNS = (
     "seq, id, status, created_at, expires_at, ended_at, cancel_initiated_at, archived_at,"
     " betas, total, succeeded, errored, canceled, expired"
@@ -142,6 +145,7 @@ class PendingRequest:
     custom_id: str
     params: str  # JSON text, as sent
     betas: tuple[str, ...]
+    api_version: str | None = None  # the create call's anthropic-version (None: 2023-06-01)
 
     @property
     def key(self) -> tuple[int, int]:
@@ -191,6 +195,8 @@ class BatchStore:
             if version == 1 and tables:
                 for statement in _MIGRATE_FROM_1.strip().split(";\n"):
                     self._db.execute(statement)
+            if version in (1, 2) and tables:
+                self._db.execute(_MIGRATE_FROM_2)
             for statement in _SCHEMA.strip().split(";\n"):
                 self._db.execute(statement)
             self._db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
@@ -215,14 +221,16 @@ class BatchStore:
         betas: Iterable[str],
         now: float,
         models: Sequence[str | None] = (),
+        api_version: str | None = None,
     ) -> BatchRecord:
         """Store a new batch of `(custom_id, params JSON)` requests, all pending; `models[i]` is the
-        served model that runs request i (missing or None: any server's processor)."""
+        served model that runs request i (missing or None: any server's processor); every request
+        is served under the create call's `api_version` (None: 2023-06-01)."""
         with self._transaction():
             cursor = self._db.execute(
-                "INSERT INTO batches (id, status, created_at, expires_at, betas, total)"
-                " VALUES (?, 'in_progress', ?, ?, ?, ?)",
-                (batch_id, now, now + EXPIRY_S, json.dumps(sorted(betas)), len(requests)),
+                "INSERT INTO batches (id, status, created_at, expires_at, betas, api_version, total)"
+                " VALUES (?, 'in_progress', ?, ?, ?, ?, ?)",
+                (batch_id, now, now + EXPIRY_S, json.dumps(sorted(betas)), api_version, len(requests)),
             )
             seq = int(cursor.lastrowid or 0)
             self._db.executemany(
@@ -302,15 +310,15 @@ class BatchStore:
             args = sorted(models)
         with self._lock:
             rows = self._db.execute(
-                "SELECT r.batch_seq, b.id, r.idx, r.custom_id, r.params, b.betas"
+                "SELECT r.batch_seq, b.id, r.idx, r.custom_id, r.params, b.betas, b.api_version"
                 " FROM requests AS r JOIN batches AS b ON b.seq = r.batch_seq"
                 " WHERE r.state = 'pending' AND b.status = 'in_progress' AND b.deleted = 0"
                 f"{where} ORDER BY r.batch_seq, r.idx LIMIT ?",
                 (*args, limit + len(skipped)),
             ).fetchall()
         found = [
-            PendingRequest(seq, batch_id, idx, custom_id, params, tuple(json.loads(betas)))
-            for seq, batch_id, idx, custom_id, params, betas in rows
+            PendingRequest(seq, batch_id, idx, custom_id, params, tuple(json.loads(betas)), version)
+            for seq, batch_id, idx, custom_id, params, betas, version in rows
             if (seq, idx) not in skipped
         ]
         return found[:limit]

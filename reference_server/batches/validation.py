@@ -6,8 +6,10 @@ object; the body at most 256 MB (a 413).
 
 When a request is processed (`read_params`): its `params` are validated exactly like a
 `POST /v1/messages` body, plus the few parameters the batch docs list as not supported in a
-batch (`stream: true`, `speed`, `max_tokens: 0`). A request that fails is an `errored` result
-carrying the error envelope the Messages API would have answered; the rest of the batch runs
+batch (`stream: true`, `speed`, `max_tokens: 0`); the rules of the create call's
+`anthropic-version` apply when it is prepared (versioning.py). A request that fails is an
+`errored` result carrying the error envelope the Messages API would have answered; the rest of
+the batch runs
 (the API documents that params are validated asynchronously).
 """
 

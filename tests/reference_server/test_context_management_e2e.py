@@ -14,6 +14,9 @@ import pytest
 from conformance.wire.launcher import reference_server
 
 pytestmark = pytest.mark.mlx
+# The SDK sends anthropic-version 2026-10-21, which removed temperature: these tests decode
+# greedily (temperature 0), so they speak 2023-06-01.
+LEGACY = {"anthropic-version": "2023-06-01"}
 
 MODEL = "tiny-random"
 BETA = {"anthropic-beta": "context-management-2025-06-27"}
@@ -35,7 +38,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[anthropic.Anthr
     log: Path = tmp_path_factory.mktemp("context-management") / "server.log"
     with (
         reference_server(MODEL, log=log) as url,
-        anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0) as sdk,
+        anthropic.Anthropic(base_url=url, api_key="unused", default_headers=LEGACY, max_retries=0) as sdk,
     ):
         yield sdk
 

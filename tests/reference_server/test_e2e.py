@@ -17,6 +17,8 @@ from conformance.wire.sse import parse_sse
 
 pytestmark = pytest.mark.mlx
 
+# The SDK sends anthropic-version 2026-10-21, which removed temperature: these tests decode
+# greedily (temperature 0), so they speak 2023-06-01.
 VERSION = {"anthropic-version": "2023-06-01"}
 GREEDY = {"temperature": 0}
 
@@ -31,7 +33,9 @@ def tiny_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture
 def client(tiny_url: str) -> Iterator[anthropic.Anthropic]:
-    with anthropic.Anthropic(base_url=tiny_url, api_key="unused", max_retries=0) as sdk:
+    with anthropic.Anthropic(
+        base_url=tiny_url, api_key="unused", default_headers=VERSION, max_retries=0
+    ) as sdk:
         yield sdk
 
 
@@ -156,7 +160,9 @@ def test_concurrent_requests_get_their_own_answers(client):
 @pytest.mark.smollm2
 @pytest.mark.slow
 def test_smollm2_answers_and_honours_stop_sequences(smollm2_url):
-    with anthropic.Anthropic(base_url=smollm2_url, api_key="unused", max_retries=0) as sdk:
+    with anthropic.Anthropic(
+        base_url=smollm2_url, api_key="unused", default_headers=VERSION, max_retries=0
+    ) as sdk:
         question = [{"role": "user", "content": "What is the capital of France?"}]
         answer = sdk.messages.create(
             model="smollm2-135m-instruct", max_tokens=24, messages=question, extra_body=GREEDY

@@ -16,6 +16,9 @@ from PIL import Image
 from conformance.wire.launcher import reference_server
 
 pytestmark = pytest.mark.mlx
+# The SDK sends anthropic-version 2026-10-21, which removed temperature: these tests decode
+# greedily (temperature 0), so they speak 2023-06-01.
+LEGACY = {"anthropic-version": "2023-06-01"}
 
 MODEL = "tiny-random-vlm"
 
@@ -27,7 +30,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[anthropic.Anthr
     args = ["--data-dir", str(data)]
     with (
         reference_server(MODEL, log=data / "server.log", args=args) as url,
-        anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0) as sdk,
+        anthropic.Anthropic(base_url=url, api_key="unused", default_headers=LEGACY, max_retries=0) as sdk,
     ):
         yield sdk
 

@@ -31,6 +31,8 @@ from conformance.wire.launcher import free_port, stop, wait_until_ready
 pytestmark = pytest.mark.mlx
 
 MODEL = "tiny-random"
+# The SDK sends anthropic-version 2026-10-21, which removed temperature: these tests decode
+# greedily (temperature 0), so they speak 2023-06-01.
 VERSION = {"anthropic-version": "2023-06-01"}
 BETA = {**VERSION, "anthropic-beta": "message-batches-2024-09-24"}
 # More batch requests than decode rows: without background priority the batch would hold every
@@ -89,7 +91,9 @@ def survivor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Survivor]:
     data = tmp_path_factory.mktemp("batches-e2e")
     process, url = start(data)
     try:
-        with anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0) as client:
+        with anthropic.Anthropic(
+            base_url=url, api_key="unused", default_headers=VERSION, max_retries=0
+        ) as client:
             ids = {
                 name: client.messages.batches.create(
                     requests=[
@@ -121,7 +125,7 @@ def url(survivor: Survivor) -> str:
 
 @pytest.fixture
 def client(url: str) -> Iterator[anthropic.Anthropic]:
-    with anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0) as sdk:
+    with anthropic.Anthropic(base_url=url, api_key="unused", default_headers=VERSION, max_retries=0) as sdk:
         yield sdk
 
 

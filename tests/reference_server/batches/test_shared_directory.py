@@ -115,7 +115,49 @@ def test_a_version_1_database_is_migrated_with_each_pending_requests_model(tmp_p
     try:
         assert [p.idx for p in store.pending(10, models={TINY})] == [0, 2]  # 2 names none: any server
         assert [p.idx for p in store.pending(10, models={SMOL})] == [1, 2]
-        assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 2
+        assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 3
+        assert {p.api_version for p in store.pending(10)} == {None}  # served with 2023-06-01's rules
+    finally:
+        store.close()
+    BatchStore(path).close()  # opening again leaves it as it is
+
+
+def test_a_version_2_database_is_migrated_and_its_batches_keep_2023_06_01(tmp_path):
+    path = tmp_path / DATABASE_NAME
+    db = sqlite3.connect(path)
+    db.executescript(
+        """
+        CREATE TABLE batches (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,
+            status TEXT NOT NULL, created_at REAL NOT NULL, expires_at REAL NOT NULL, ended_at REAL,
+            cancel_initiated_at REAL, archived_at REAL, deleted INTEGER NOT NULL DEFAULT 0,
+            betas TEXT NOT NULL, total INTEGER NOT NULL, succeeded INTEGER NOT NULL DEFAULT 0,
+            errored INTEGER NOT NULL DEFAULT 0, canceled INTEGER NOT NULL DEFAULT 0,
+            expired INTEGER NOT NULL DEFAULT 0);
+        CREATE TABLE requests (batch_seq INTEGER NOT NULL REFERENCES batches (seq), idx INTEGER NOT NULL,
+            custom_id TEXT NOT NULL, params TEXT, state TEXT NOT NULL, result TEXT, model TEXT,
+            PRIMARY KEY (batch_seq, idx)) WITHOUT ROWID;
+        PRAGMA user_version = 2;
+        """
+    )
+    now = time.time()
+    db.execute(
+        "INSERT INTO batches (id, status, created_at, expires_at, betas, total) VALUES (?, 'in_progress', ?, ?, '[]', 1)",
+        ("msgbatch_two", now, now + 86400),
+    )
+    db.execute(
+        "INSERT INTO requests (batch_seq, idx, custom_id, params, state, model) VALUES (1, 0, 'c0', ?, 'pending', ?)",
+        (json.dumps({"model": TINY}), TINY),
+    )
+    db.commit()
+    db.close()
+    store = BatchStore(path)
+    try:
+        [pending] = store.pending(10, models={TINY})
+        assert (pending.custom_id, pending.api_version) == ("c0", None)
+        assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 3
+        later = store.create("msgbatch_new", [("c0", "{}")], betas=[], now=now, api_version="2026-10-21")
+        assert later.total == 1
+        assert [p.api_version for p in store.pending(10)] == [None, "2026-10-21"]
     finally:
         store.close()
     BatchStore(path).close()  # opening again leaves it as it is

@@ -16,6 +16,9 @@ from conformance.wire.launcher import reference_server
 from tests.reference_server.test_documents import make_pdf
 
 pytestmark = pytest.mark.mlx
+# The SDK sends anthropic-version 2026-10-21, which removed temperature: these tests decode
+# greedily (temperature 0), so they speak 2023-06-01.
+LEGACY = {"anthropic-version": "2023-06-01"}
 
 GREEDY = {"temperature": 0.0}
 CITED = {"enabled": True}
@@ -82,13 +85,15 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[anthropic.Anthrop
     data = tmp_path_factory.mktemp("citations")
     with (
         reference_server("tiny-random", log=data / "server.log", args=["--data-dir", str(data)]) as url,
-        anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0) as sdk,
+        anthropic.Anthropic(base_url=url, api_key="unused", default_headers=LEGACY, max_retries=0) as sdk,
     ):
         yield sdk
 
 
 def test_smollm2_quotes_a_text_document_verbatim_at_the_right_characters(smollm2_url: str) -> None:
-    with anthropic.Anthropic(base_url=smollm2_url, api_key="unused", max_retries=0) as sdk:
+    with anthropic.Anthropic(
+        base_url=smollm2_url, api_key="unused", default_headers=LEGACY, max_retries=0
+    ) as sdk:
         message = sdk.messages.create(
             model="smollm2-135m-instruct", max_tokens=80, messages=asking(TEXT), extra_body=GREEDY
         )

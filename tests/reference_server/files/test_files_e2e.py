@@ -13,6 +13,9 @@ import pytest
 from conformance.wire.launcher import reference_server
 
 pytestmark = pytest.mark.mlx
+# The SDK sends anthropic-version 2026-10-21, which removed temperature: these tests decode
+# greedily (temperature 0), so they speak 2023-06-01.
+LEGACY = {"anthropic-version": "2023-06-01"}
 
 MODEL = "tiny-random"
 TEXT = "The harbour opens at six. Boats leave at seven. The café closes at noon."
@@ -24,7 +27,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[anthropic.Anthr
     data = tmp_path_factory.mktemp("files")
     with (
         reference_server(MODEL, log=data / "server.log", args=["--data-dir", str(data)]) as url,
-        anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0) as sdk,
+        anthropic.Anthropic(base_url=url, api_key="unused", default_headers=LEGACY, max_retries=0) as sdk,
     ):
         yield sdk
 

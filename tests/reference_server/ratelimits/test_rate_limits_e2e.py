@@ -17,6 +17,9 @@ import pytest
 from conformance.wire.launcher import reference_server
 
 pytestmark = [pytest.mark.mlx, pytest.mark.slow]
+# The SDK sends anthropic-version 2026-10-21, which removed temperature: these tests decode
+# greedily (temperature 0), so they speak 2023-06-01.
+LEGACY = {"anthropic-version": "2023-06-01"}
 
 MODEL = "tiny-random"
 
@@ -35,7 +38,7 @@ def ask(sdk: anthropic.Anthropic) -> anthropic.types.Message:
 
 
 def test_the_third_request_is_a_429_and_the_sdks_retry_succeeds(url: str) -> None:
-    with anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0) as once:
+    with anthropic.Anthropic(base_url=url, api_key="unused", default_headers=LEGACY, max_retries=0) as once:
         first = once.messages.with_raw_response.create(
             model=MODEL, max_tokens=2, messages=[{"role": "user", "content": "Hi"}]
         )
@@ -66,7 +69,9 @@ def test_the_third_request_is_a_429_and_the_sdks_retry_succeeds(url: str) -> Non
     retry_after = int(error.response.headers["retry-after"])
     assert 1 <= retry_after <= 30
     started = time.monotonic()
-    with anthropic.Anthropic(base_url=url, api_key="unused", max_retries=2) as retrying:
+    with anthropic.Anthropic(
+        base_url=url, api_key="unused", default_headers=LEGACY, max_retries=2
+    ) as retrying:
         answer = retrying.messages.with_raw_response.create(
             model=MODEL, max_tokens=2, messages=[{"role": "user", "content": "Hi"}]
         )

@@ -23,6 +23,9 @@ from .mcp_server import mcp_server
 from .pages import serving_pages
 
 pytestmark = pytest.mark.mlx
+# The SDK sends anthropic-version 2026-10-21, which removed temperature: these tests decode
+# greedily (temperature 0), so they speak 2023-06-01.
+LEGACY = {"anthropic-version": "2023-06-01"}
 
 # bash_20250124's input, as the bash tool docs give it.
 BASH_SCHEMA = {
@@ -64,7 +67,7 @@ def default_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def sdk(url: str) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0)
+    return anthropic.Anthropic(base_url=url, api_key="unused", default_headers=LEGACY, max_retries=0)
 
 
 def create(client: anthropic.Anthropic, **kwargs: Any) -> Any:

@@ -17,6 +17,9 @@ from conformance.wire.launcher import reference_server
 from conformance.wire.sse import parse_sse
 
 pytestmark = pytest.mark.mlx
+# The SDK sends anthropic-version 2026-10-21, which removed temperature: these tests decode
+# greedily (temperature 0), so they speak 2023-06-01.
+LEGACY = {"anthropic-version": "2023-06-01"}
 
 GREEDY = {"temperature": 0}
 WEATHER = {
@@ -45,7 +48,9 @@ def tiny_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture
 def client(tiny_url: str) -> Iterator[anthropic.Anthropic]:
-    with anthropic.Anthropic(base_url=tiny_url, api_key="unused", max_retries=0) as sdk:
+    with anthropic.Anthropic(
+        base_url=tiny_url, api_key="unused", default_headers=LEGACY, max_retries=0
+    ) as sdk:
         yield sdk
 
 
@@ -185,7 +190,9 @@ def test_structured_output_is_valid_json_of_the_schema(client):
 @pytest.mark.smollm2
 @pytest.mark.slow
 def test_smollm2_calls_the_weather_tool(smollm2_url):
-    with anthropic.Anthropic(base_url=smollm2_url, api_key="unused", max_retries=0) as sdk:
+    with anthropic.Anthropic(
+        base_url=smollm2_url, api_key="unused", default_headers=LEGACY, max_retries=0
+    ) as sdk:
         message = sdk.messages.create(
             model="smollm2-135m-instruct",
             max_tokens=160,
