@@ -21,12 +21,21 @@ if TYPE_CHECKING:
 __all__ = ["JobSampler"]
 
 
+@mx.compile
+def _draw(logprobs: Any, key: Any, scale: Any) -> tuple[Any, Any]:
+    """The job's next key and a token drawn at temperature 1 / `scale` with a subkey. Compiled:
+    uncompiled, the split and the draw cost 7% of decode speed at four sampled streams."""
+    key, step = mx.random.split(key)
+    return key, mx.random.categorical(logprobs * scale, key=step)
+
+
 class JobSampler:
     """Samples one job's tokens from (rows, vocab) log-probabilities (logits, when greedy)."""
 
     def __init__(self, sampling: Sampling, vocab_size: int, seed: int) -> None:
         self.greedy = sampling.temperature <= 0
-        self._scale = 0.0 if self.greedy else 1.0 / sampling.temperature
+        # An array, so that every temperature runs the one compiled `_draw`.
+        self._scale = mx.array(0.0 if self.greedy else 1.0 / sampling.temperature, dtype=mx.float32)
         self._key = mx.random.key(seed)
         top_p = sampling.top_p
         top_k = sampling.top_k or 0
@@ -40,7 +49,7 @@ class JobSampler:
         """The next token (lazy); each call uses a fresh subkey of the job's key."""
         if self.greedy:
             return mx.argmax(logprobs, axis=-1)
-        self._key, step = mx.random.split(self._key)
         for keep in self._filters:
             logprobs = keep(logprobs)
-        return mx.random.categorical(logprobs * self._scale, key=step)
+        self._key, token = _draw(logprobs, self._key, self._scale)
+        return token
