@@ -60,7 +60,12 @@ from reference_server.protocol import (
     StopReason,
     ThinkingBlock,
 )
-from reference_server.server_tools.definitions import NO_SEARCH_PROVIDER, WebFetchConfig, WebSearchConfig
+from reference_server.server_tools.definitions import (
+    NO_SEARCH_PROVIDER,
+    WebFetchConfig,
+    WebSearchConfig,
+    check_container,
+)
 from reference_server.server_tools.history import loaded_tools, pending_call
 from reference_server.server_tools.loop import (
     ServerToolPlan,
@@ -293,6 +298,7 @@ class MessagesService:
         (None: 2023-06-01's rules)."""
         check_version_rules(params, api_version(version))
         check_model_behaviour(params, self.behaviour)
+        check_container(params.container)
         params = await self._inlined(params)
         prompt, tool_uses = await self._managed_prompt(params, betas)
         card, tools, policy = prompt.card, prompt.tools, prompt.policy

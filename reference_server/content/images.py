@@ -86,14 +86,19 @@ def image_tokens(width: int, height: int) -> int:
     """
     if width < 1 or height < 1:
         raise ValueError(f"image dimensions must be positive, got {width}x{height}")
-    scale = min(
+    scale = _fitting_scale(width, height)
+    if scale < 1.0:
+        width, height = _scaled(width, scale), _scaled(height, scale)
+    return math.ceil(width * height / PIXELS_PER_TOKEN)
+
+
+def _fitting_scale(width: int, height: int) -> float:
+    """The factor the API scales an image by before the model sees it (1.0: it fits)."""
+    return min(
         1.0,
         MAX_LONG_EDGE / max(width, height),
         math.sqrt(MAX_IMAGE_TOKENS * PIXELS_PER_TOKEN / (width * height)),
     )
-    if scale < 1.0:
-        width, height = _scaled(width, scale), _scaled(height, scale)
-    return math.ceil(width * height / PIXELS_PER_TOKEN)
 
 
 def _scaled(side: int, scale: float) -> int:
@@ -135,7 +140,23 @@ def check_image(block: ImageBlockParam, path: str, *, image_count: int = 1) -> I
     media_type = _media_type(source["media_type"], f"{path}.source.media_type")
     raw = _image_bytes(source["data"], f"{path}.source.data")
     width, height = _open_image(raw, media_type, path, max_dimension(image_count))
+    if block.transformations is not None and block.transformations.oversized_image == "error":
+        _refuse_oversized(width, height, path)
     return ImageInfo(media_type, width, height, image_tokens(width, height))
+
+
+def _refuse_oversized(width: int, height: int, path: str) -> None:
+    """`transformations.oversized_image: "error"`: an image the API would scale down before the
+    model sees it (`image_tokens`' limits) is a 400 naming its size and the largest that fits."""
+    scale = _fitting_scale(width, height)
+    if scale < 1.0:
+        fits = f"{_scaled(width, scale)}x{_scaled(height, scale)}"
+        raise InvalidRequestError(
+            f"{path}: image is {width}x{height} px, over the model's maximum image size (long edge"
+            f" {MAX_LONG_EDGE} px, about {MAX_IMAGE_TOKENS} tokens); the largest that fits at its"
+            f' aspect ratio is {fits} px (transformations.oversized_image is "error": send it'
+            ' scaled, or "downsize" to have it scaled)'
+        )
 
 
 def source_type(source: Mapping[str, Any], path: str, expected: tuple[str, ...]) -> str:

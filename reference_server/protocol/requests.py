@@ -38,10 +38,17 @@ class TextBlockParam(_Param):
     citations: list[dict[str, Any]] | None = None
 
 
+class ImageTransformationsParam(_Param):
+    """SDK 2.17: what happens to an image over the model's maximum size (content/images.py)."""
+
+    oversized_image: Literal["downsize", "error"] | None = None
+
+
 class ImageBlockParam(_Param):
     type: Literal["image"]
     source: dict[str, Any]
     cache_control: CacheControlEphemeralParam | None = None
+    transformations: ImageTransformationsParam | None = None
 
 
 class DocumentBlockParam(_Param):
@@ -247,6 +254,13 @@ class McpServerParam(_Param):
     tool_configuration: McpToolConfigurationParam | None = None
 
 
+class ContainerParam(_Param):
+    """SDK 2.17's object form of `container`: its id, and the skills to load into it."""
+
+    id: StrictStr | None = None
+    skills: list[dict[str, Any]] | None = None
+
+
 class PromptParams(_Param):
     """Fields shared by create and count_tokens."""
 
@@ -274,11 +288,14 @@ class MessageCreateParams(PromptParams):
     top_k: Annotated[StrictInt, Field(ge=0)] | None = None
     metadata: MetadataParam | None = None
     service_tier: Literal["auto", "standard_only"] | None = None
-    container: StrictStr | None = None
+    # A code execution container's id (or object): taken, unused, since this server runs no
+    # code execution; skills in the object form are refused in words (serving.py).
+    container: StrictStr | ContainerParam | None = None
     inference_geo: StrictStr | None = None
     speed: Literal["standard", "fast"] | None = None
     diagnostics: DiagnosticsParam | None = None
 
 
 class MessageCountTokensParams(PromptParams):
-    pass
+    # SDK 2.17 sends it to count_tokens too; counting does not depend on it.
+    speed: Literal["standard", "fast"] | None = None

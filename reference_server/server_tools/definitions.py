@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
 
 from reference_server.errors import InvalidRequestError
-from reference_server.protocol import CacheControlEphemeralParam
+from reference_server.protocol import CacheControlEphemeralParam, ContainerParam
 
 __all__ = [
     "NO_SEARCH_PROVIDER",
@@ -30,6 +30,7 @@ __all__ = [
     "ToolsetParam",
     "WebFetchConfig",
     "WebSearchConfig",
+    "check_container",
     "check_toolset",
     "checked_param",
     "server_tool",
@@ -318,6 +319,16 @@ def _web_search(kind: str, raw: dict[str, Any], path: str) -> ServedTool:
         near=tuple(place for place in (where.city, where.region) if place) if where is not None else (),
     )
     return ServedTool("web_search", _DESCRIPTIONS["web_search"], _QUERY, bool(search.defer_loading), config)
+
+
+def check_container(container: str | ContainerParam | None) -> None:
+    """A container's id is taken (it names a code execution container this server never makes);
+    skills load into one, so they are refused in words rather than ignored."""
+    if isinstance(container, ContainerParam) and container.skills:
+        raise InvalidRequestError(
+            "container.skills: skills run in a code execution container, and code execution needs"
+            " an isolated sandbox this server does not have (capabilities.code_execution is false)"
+        )
 
 
 def checked_param(model: type[_T], raw: dict[str, Any], path: str) -> _T:
