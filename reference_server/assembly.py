@@ -15,6 +15,7 @@ import jiter
 from reference_server.citations import QuoteEnd, QuoteStart, QuoteText
 from reference_server.engine.base import Generation, PromptUsage
 from reference_server.ids import new_message_id, new_tool_use_id
+from reference_server.pieces import Outcome, Piece
 from reference_server.prepared import PreparedMessage
 from reference_server.protocol import (
     CacheCreation,
@@ -36,7 +37,6 @@ from reference_server.protocol import (
     RedactedThinkingBlock,
     ServerToolUseBlock,
     SignatureDelta,
-    StopReason,
     TextBlock,
     TextDelta,
     ThinkingBlock,
@@ -48,32 +48,9 @@ from reference_server.server_tools.pieces import ServerCallStart, ServerResult
 from reference_server.thinking import ThinkingEnd, ThinkingText
 from reference_server.tools.calls import ArgsPiece, CallEnd, CallStart
 
-__all__ = ["Outcome", "Piece", "Seal", "events_of", "message_of"]
+__all__ = ["Seal", "events_of", "message_of"]
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    stop_reason: StopReason
-    stop_sequence: str | None
-    output_tokens: int
-    server_tool_use: dict[str, int] | None = None  # usage.server_tool_use, with server tools
-
-
-# What `run` yields (and the server-tool loop, server_tools/loop.py).
-Piece = (
-    str
-    | ThinkingText
-    | ThinkingEnd
-    | CallStart
-    | ArgsPiece
-    | CallEnd
-    | ServerCallStart
-    | ServerResult
-    | QuoteStart
-    | QuoteText
-    | QuoteEnd
-    | Outcome
-)
 # The finished thinking block, signed (redacted_thinking for the documented test string).
 Seal = Callable[[ThinkingEnd], ThinkingBlock | RedactedThinkingBlock]
 

@@ -6,15 +6,12 @@ what the answer reports. Its own module so that serving.py (which builds it) and
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from reference_server.citations import CitationPlan
 from reference_server.engine.base import EngineRequest
 from reference_server.protocol import ContextManagementResponse
+from reference_server.server_tools.plan import ServerToolPlan
 from reference_server.thinking import ThinkingPlan
-
-if TYPE_CHECKING:  # server_tools/ builds on this module
-    from reference_server.server_tools.loop import ServerToolPlan
 
 __all__ = ["PreparedMessage"]
 

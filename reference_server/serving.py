@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypeVar
 
-from reference_server.assembly import Outcome, Piece, events_of, message_of
+from reference_server.assembly import events_of, message_of
 from reference_server.catalog import ModelCatalog
 from reference_server.citations import (
     CitationPlan,
@@ -44,6 +44,7 @@ from reference_server.files.sources import has_file_sources, inline_file_sources
 from reference_server.files.store import FileStore
 from reference_server.model_behaviour import ModelBehaviour, check_model_behaviour
 from reference_server.observability.metrics import ServingMetrics
+from reference_server.pieces import Outcome, Piece
 from reference_server.prepared import PreparedMessage
 from reference_server.protocol import (
     ClearThinkingEdit,
@@ -68,12 +69,12 @@ from reference_server.server_tools.definitions import (
 )
 from reference_server.server_tools.history import loaded_tools, pending_call
 from reference_server.server_tools.loop import (
-    ServerToolPlan,
     ServerToolRuntime,
     TurnState,
     next_generation,
     server_tool_turn,
 )
+from reference_server.server_tools.plan import ServerToolPlan
 from reference_server.stops import StopMatcher
 from reference_server.thinking import (
     ThinkingEnd,

@@ -1,7 +1,8 @@
 """What the engine's worker thread works on: a generation request as a `Job`, its output as
 deltas (`TokenOutput`), and the `Scheduler` protocol the worker loop drives. No MLX here: the
 event loop builds jobs (mlx.py), the schedulers (worker.py, batching.py) and the prompt cache
-(prefix_cache.py) consume them, and none of those import one another for these types.
+(prefix_cache.py) consume them, and none of those import one another for these types. A job's
+cache plan is cache_plan.py's, a leaf below both this module and prefix_cache.py.
 """
 
 from __future__ import annotations
@@ -10,12 +11,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .base import EngineDelta, Sampling
+from .cache_plan import CachePlan
 
 if TYPE_CHECKING:
     import asyncio
 
     from .constraint import Constraint
-    from .prefix_cache import CachePlan
     from .tokenizer import ChatTokenizer
 
 __all__ = ["PREFILL_CHUNK", "Job", "Scheduler", "TokenOutput"]

@@ -34,6 +34,7 @@ from .base import (
     StartedGeneration,
 )
 from .blas import BlasMode, enable_fast_blas
+from .cache_plan import CachePoint
 from .errors import (
     EngineClosedError,
     EngineOverloadedError,
@@ -45,7 +46,7 @@ from .errors import (
 from .jobs import Job, Scheduler
 from .loading import LoadedModel, load_model
 from .precision import PrecisionChoice
-from .prefix_cache import DEFAULT_BUDGET_BYTES, DEFAULT_MIN_TOKENS, CachePoint, PrefixCache
+from .prefix_cache import DEFAULT_BUDGET_BYTES, DEFAULT_MIN_TOKENS, PrefixCache
 from .seeds import sampling_seed
 from .sources import ModelSource, resolve_model
 

@@ -23,21 +23,16 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .base import CacheTTL, PromptUsage
-
-if TYPE_CHECKING:
-    from .jobs import Job
+from .cache_plan import CachePlan, CachePoint, Entry
+from .jobs import Job
 
 __all__ = [
     "DEFAULT_BUDGET_BYTES",
     "DEFAULT_MIN_TOKENS",
     "TTL_SECONDS",
-    "CachePlan",
-    "CachePoint",
-    "Entry",
     "PrefixCache",
 ]
 
@@ -49,38 +44,6 @@ DEFAULT_MIN_TOKENS = 1024
 DEFAULT_BUDGET_BYTES = 1 << 30
 # Prompts shorter than this are not kept for automatic reuse: re-reading them is cheap.
 AUTOMATIC_MIN_TOKENS = 64
-
-
-@dataclass(frozen=True, slots=True)
-class CachePoint:
-    """A breakpoint at a token position of the prompt."""
-
-    position: int
-    ttl: CacheTTL
-
-
-@dataclass(eq=False)
-class Entry:
-    """The KV state of `tokens` (per layer: keys, values of shape (1, heads, len, dim))."""
-
-    tokens: tuple[int, ...]
-    kv: list[tuple[Any, Any]]
-    nbytes: int
-    last_used: float
-    # Monotonic time until which a breakpoint's write keeps it readable; 0 = never written by one.
-    written_until: float = 0.0
-    pins: int = 0
-
-
-@dataclass(slots=True)
-class CachePlan:
-    """What admitting a prompt decided: the usage to report, the entry lent (pinned) and how
-    much of it to use, and the breakpoint prefixes the worker is to write."""
-
-    usage: PromptUsage
-    reuse: Entry | None = None
-    reuse_tokens: int = 0
-    writes: list[CachePoint] = field(default_factory=list)
 
 
 def _common(a: Sequence[int], b: Sequence[int]) -> int:

@@ -11,9 +11,9 @@ from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reference_server.assembly import Outcome
 from reference_server.engine.base import EngineRequest, Generation, Grammar, ModelCard, Sampling
 from reference_server.errors import NotFoundError
+from reference_server.pieces import Outcome
 from reference_server.prepared import PreparedMessage
 from reference_server.protocol import StopReason
 from reference_server.serving import ContextWindowExceeded, MessagesService

@@ -22,12 +22,12 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
-from reference_server.assembly import Outcome, Piece
 from reference_server.citations import QuoteText
 from reference_server.content import RenderedDocument
 from reference_server.engine.base import Generation, Grammar, ToolCall, Turn
 from reference_server.errors import InvalidRequestError, OverloadedError
 from reference_server.ids import new_mcp_tool_use_id, new_server_tool_use_id
+from reference_server.pieces import Outcome, Piece
 from reference_server.prepared import PreparedMessage
 from reference_server.protocol import ServerToolResultBlock
 from reference_server.thinking import ThinkingSigner
@@ -40,6 +40,7 @@ from .definitions import McpToolConfig, ToolSearchConfig, WebFetchConfig, WebSea
 from .fetch import FetchFailed, FetchPolicy, WebFetcher
 from .mcp import McpConnector
 from .pieces import ServerCallStart, ServerResult
+from .plan import ServerToolPlan
 from .results import (
     fetch_error,
     fetch_result,
@@ -55,7 +56,6 @@ from .search_index import WebSearchIndex
 
 __all__ = [
     "DEFAULT_MAX_ITERATIONS",
-    "ServerToolPlan",
     "ServerToolRuntime",
     "TurnHost",
     "TurnState",
@@ -67,28 +67,6 @@ DEFAULT_MAX_ITERATIONS = 10  # generations in one turn before `pause_turn`, as t
 MAX_QUERY_CHARS = 500  # a longer web search query is `query_too_long`
 SERVER_RUN_IDS = ("srvtoolu_", "mcptoolu_")  # results of tools the server ran
 _SEARCH_SEAL = "web_search"  # the associated data of sealed results: never a model id
-
-
-@dataclass(frozen=True, slots=True)
-class ServerToolPlan:
-    """What a request's server tools need during its turn."""
-
-    tools: tuple[ToolDefinition, ...]  # every tool of the request
-    loaded: frozenset[str]  # deferred tools found earlier in the conversation
-    parallel: bool
-    output_schema: Mapping[str, Any] | None
-    context_window: int
-    # The result of a server_tool_use the client sent back unanswered (a turn paused before the
-    # server ran it): run before generating, shown first. (tool name, result block)
-    resumed: tuple[tuple[str, ServerToolResultBlock], ...] = ()
-    documents: int = 0  # the request's documents: a page fetched to cite is numbered after them
-
-    def tool(self, name: str) -> ToolDefinition | None:
-        return next((tool for tool in self.tools if tool.name == name), None)
-
-    def callable(self, loaded: set[str]) -> tuple[ToolDefinition, ...]:
-        """The tools a later generation of the turn may call: deferred ones once found."""
-        return tuple(t for t in self.tools if not t.deferred or t.name in loaded)
 
 
 class TurnHost(Protocol):

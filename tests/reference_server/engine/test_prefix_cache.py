@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from reference_server.engine.prefix_cache import CachePoint, PrefixCache
+from reference_server.engine.cache_plan import CachePoint
+from reference_server.engine.prefix_cache import PrefixCache
 
 mx = pytest.importorskip("mlx.core")
 

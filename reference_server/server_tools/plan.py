@@ -1,0 +1,37 @@
+"""What a request's server tools need during its turn (`ServerToolPlan`): serving builds it,
+prepared.py carries it, the server-tool loop (loop.py) reads it. A leaf: it imports none of
+those, so they all read top-down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reference_server.protocol import ServerToolResultBlock
+from reference_server.tools.definitions import ToolDefinition
+
+__all__ = ["ServerToolPlan"]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerToolPlan:
+    """What a request's server tools need during its turn."""
+
+    tools: tuple[ToolDefinition, ...]  # every tool of the request
+    loaded: frozenset[str]  # deferred tools found earlier in the conversation
+    parallel: bool
+    output_schema: Mapping[str, Any] | None
+    context_window: int
+    # The result of a server_tool_use the client sent back unanswered (a turn paused before the
+    # server ran it): run before generating, shown first. (tool name, result block)
+    resumed: tuple[tuple[str, ServerToolResultBlock], ...] = ()
+    documents: int = 0  # the request's documents: a page fetched to cite is numbered after them
+
+    def tool(self, name: str) -> ToolDefinition | None:
+        return next((tool for tool in self.tools if tool.name == name), None)
+
+    def callable(self, loaded: set[str]) -> tuple[ToolDefinition, ...]:
+        """The tools a later generation of the turn may call: deferred ones once found."""
+        return tuple(t for t in self.tools if not t.deferred or t.name in loaded)
