@@ -3,11 +3,14 @@ reaches inside the operator's network unless told to.
 
 Every hop (the URL, then each redirect) is checked before a byte is sent: http or https, the
 request's domain filters, then the host resolved and every address it resolves to must be a
-public one (not loopback, private, link-local, cloud metadata, CGNAT, multicast or reserved)
+public one (server_tools/addresses.py: not loopback, private, link-local, cloud metadata, CGNAT,
+multicast, reserved or documentation, nor an IPv6 form that carries such an IPv4 address)
 unless the server runs with `--allow-private-fetch`. The connection then goes to the address
 that was checked (the Host header and TLS name stay the host's), so a second DNS answer
-cannot swap in a private address. What comes back becomes a document: HTML as its text,
-plain text as is, PDFs whole; anything else is `unsupported_content_type`.
+cannot swap in a private address. The whole fetch, redirects and body included, ends after
+the policy's `timeout`: httpx's own timeout is per read, which a site sending a byte every few
+seconds never trips. What comes back becomes a document: HTML as its text, plain text as is,
+PDFs whole; anything else is `unsupported_content_type`.
 
 A page the server's web search index holds (`--web-search-index`) is fetched from the index,
 offline, unless the tool says `use_cache: false` (server_tools/search_index.py): the same
@@ -18,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import ipaddress
 import re
 import socket
 from collections.abc import Awaitable, Callable, Sequence
@@ -29,6 +31,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 import httpx
 from bs4 import BeautifulSoup
 
+from .addresses import is_public
 from .definitions import WebFetchConfig
 
 __all__ = [
@@ -64,7 +67,8 @@ class FetchFailed(Exception):
 
 @dataclass(frozen=True, slots=True)
 class FetchPolicy:
-    """The operator's settings (not the request's): may private addresses be fetched."""
+    """The operator's settings (not the request's): may private addresses be fetched, and how
+    long a whole fetch may take (seconds)."""
 
     allow_private: bool = False
     timeout: float = 10.0
@@ -126,13 +130,6 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
-def _public(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%")[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.is_global and not ip.is_multicast
-
-
 class WebFetcher:
     """Fetches under one FetchPolicy; `resolver` and `transport` are seams for tests."""
 
@@ -149,6 +146,15 @@ class WebFetcher:
     async def fetch(self, url: str, config: WebFetchConfig) -> Fetched:
         if len(url) > MAX_URL_LENGTH:
             raise FetchFailed("url_too_long", f"the URL is longer than {MAX_URL_LENGTH} characters")
+        try:
+            async with asyncio.timeout(self.policy.timeout):
+                return await self._fetch(url, config)
+        except TimeoutError:
+            raise FetchFailed(
+                "url_not_accessible", f"the fetch took longer than {self.policy.timeout:g} s"
+            ) from None
+
+    async def _fetch(self, url: str, config: WebFetchConfig) -> Fetched:
         current = url
         async with httpx.AsyncClient(
             transport=self._transport, timeout=self.policy.timeout, follow_redirects=False
@@ -194,7 +200,7 @@ class WebFetcher:
             raise FetchFailed("url_not_accessible", f"{host} does not resolve: {exc}") from None
         if not addresses:
             raise FetchFailed("url_not_accessible", f"{host} does not resolve")
-        if not self.policy.allow_private and not all(_public(a) for a in addresses):
+        if not self.policy.allow_private and not all(is_public(a) for a in addresses):
             raise FetchFailed(
                 "url_not_allowed",
                 f"{host} resolves to a private or local address; this server reaches only public ones",
@@ -209,13 +215,7 @@ class WebFetcher:
         media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
         if media_type not in _TEXT_TYPES | _HTML_TYPES | {"application/pdf"}:
             raise FetchFailed("unsupported_content_type", f"{media_type or 'no content type'} cannot be read")
-        body = bytearray()
-        async for chunk in response.aiter_bytes():
-            body += chunk
-            if len(body) > self.policy.max_bytes:
-                raise FetchFailed(
-                    "url_not_accessible", f"the page is larger than {self.policy.max_bytes} bytes"
-                )
+        body = await self._body(response)
         retrieved_at = now_iso()
         if media_type == "application/pdf":
             return Fetched(url, media_type, base64.b64encode(bytes(body)).decode(), None, retrieved_at)
@@ -224,3 +224,18 @@ class WebFetcher:
         if media_type in _HTML_TYPES:
             title, text = page_text(BeautifulSoup(text, "html.parser"))
         return Fetched(url, "text/plain", clipped(text, config), title or None, retrieved_at)
+
+    async def _body(self, response: httpx.Response) -> bytearray:
+        body = bytearray()
+        try:
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > self.policy.max_bytes:
+                    raise FetchFailed(
+                        "url_not_accessible", f"the page is larger than {self.policy.max_bytes} bytes"
+                    )
+        except httpx.HTTPError as exc:  # a read timeout or a broken body is the site's failure
+            raise FetchFailed(
+                "url_not_accessible", f"the page could not be read: {type(exc).__name__}"
+            ) from None
+        return body

@@ -5,14 +5,24 @@ streamable HTTP, offers their tools to the model, and calls them when the model 
 Which tools are offered: with `mcp-client-2025-04-04`, each server's `tool_configuration`
 (`enabled`, `allowed_tools`); with `mcp-client-2025-11-20`, the `mcp_toolset` tool that names the
 server (`default_config` and per-tool `configs`: `enabled`, `defer_loading`); a server no toolset
-names offers nothing. `authorization_token` goes to the server as a bearer token. A server URL
-passes the same address check as web fetch (public addresses only, unless the operator passes
-`--allow-private-mcp`); a server that cannot be reached or listed is a 400 naming it.
+names offers nothing. `authorization_token` goes to the server as a bearer token.
+
+A server URL passes the same address check as web fetch (public addresses only, unless the
+operator passes `--allow-private-mcp`), and every request then goes to the address that was
+checked (`PinnedTransport`: the Host header and TLS name stay the server's), so a DNS answer
+that changes after the check (rebinding) reaches nothing. Redirects are not followed by the
+client; the SDK follows only those within the server's origin, which the pinned transport
+sends to the same checked address, and it refuses a request for any other host.
+
+A server that cannot be reached or listed is a 400 naming it, a failed call an error result;
+both say what happened (connection refused at host:port, the HTTP status, a timeout, the MCP
+error), the SDK's exception groups unwrapped and the authorization token never repeated.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection, Sequence
+import socket
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +31,7 @@ from urllib.parse import urlsplit
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from mcp.types import TextContent
 
 from reference_server.errors import InvalidRequestError
@@ -29,7 +40,15 @@ from reference_server.protocol import McpServerParam, McpToolResultBlock
 from .definitions import McpToolConfig, ToolConfigParam, ToolsetParam, check_toolset
 from .fetch import FetchFailed, WebFetcher
 
-__all__ = ["MCP_BETAS", "McpConnector", "OfferedTool"]
+__all__ = [
+    "MCP_BETAS",
+    "McpConnector",
+    "OfferedTool",
+    "PinnedTransport",
+    "Target",
+    "UncheckedHost",
+    "failure",
+]
 
 MCP_BETAS = ("mcp-client-2025-04-04", "mcp-client-2025-11-20")
 TOOLSET_BETA = "mcp-client-2025-11-20"
@@ -44,11 +63,64 @@ class OfferedTool:
     config: McpToolConfig
 
 
-class McpConnector:
-    """Lists and calls the tools of the MCP servers requests name."""
+@dataclass(frozen=True, slots=True)
+class Target:
+    """An MCP server's host and port as its URL names them, and the address that was checked."""
 
-    def __init__(self, fetcher: WebFetcher) -> None:
+    host: str
+    port: int
+    address: str
+
+    @property
+    def where(self) -> str:
+        """host:port, and the address when the URL named a host rather than an address."""
+        place = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+        return place if self.address == self.host else f"{place} ({self.address})"
+
+
+class UncheckedHost(httpx2.TransportError):
+    """A request for a host other than the one whose address was checked."""
+
+
+class PinnedTransport(httpx2.AsyncBaseTransport):
+    """Sends each request for the target's host to the checked address (Host header and TLS
+    server name kept), refuses any other host, and remembers the last POST's HTTP status (the
+    SDK's errors name none). `inner` is a seam for tests."""
+
+    def __init__(self, target: Target, inner: httpx2.AsyncBaseTransport | None = None) -> None:
+        self.target = target
+        self.last_status: int | None = None
+        self._inner = inner or httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if (request.url.host or "").lower() != self.target.host:
+            raise UncheckedHost(
+                f"a request for {request.url.host} was refused: only {self.target.host} was checked",
+                request=request,
+            )
+        pinned = httpx2.Request(
+            request.method,
+            request.url.copy_with(host=self.target.address),
+            headers=request.headers,  # holds the Host header built from the server's URL
+            stream=request.stream,
+            extensions={**request.extensions, "sni_hostname": self.target.host},
+        )
+        response = await self._inner.handle_async_request(pinned)
+        if request.method == "POST":  # MCP messages go by POST; GET and DELETE may answer 405
+            self.last_status = response.status_code
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class McpConnector:
+    """Lists and calls the tools of the MCP servers requests name; `transport` is a seam for
+    tests (what the pinned transport sends through)."""
+
+    def __init__(self, fetcher: WebFetcher, transport: httpx2.AsyncBaseTransport | None = None) -> None:
         self._fetcher = fetcher  # its address policy guards the server URLs too
+        self._transport = transport
 
     async def offered(
         self,
@@ -94,13 +166,14 @@ class McpConnector:
         return offered
 
     async def _list(self, server: McpServerParam, path: str) -> list[tuple[str, str, dict[str, Any]]]:
-        await self._guard(server, path)
+        transport = PinnedTransport(await self._guard(server, path), self._transport)
         try:
-            async with self._client(server) as client:
+            async with self._client(server, transport) as client:
                 listed = await client.list_tools()
         except Exception as exc:  # the SDK raises many kinds: any failure is the server's to name
             raise InvalidRequestError(
-                f"{path}: could not list the tools of MCP server {server.name!r}: {type(exc).__name__}"
+                f"{path}: could not list the tools of MCP server {server.name!r}: "
+                f"{failure(exc, transport, server)}"
             ) from None
         return [
             (tool.name, tool.description or "", dict(tool.input_schema) or {"type": "object"})
@@ -115,38 +188,121 @@ class McpConnector:
             type="url", url=config.url, name=config.server_name, authorization_token=config.token
         )
         try:
-            await self._guard(server, "mcp_servers")
-            async with self._client(server) as client:
+            transport = PinnedTransport(await self._guard(server, "mcp_servers"), self._transport)
+        except InvalidRequestError as exc:  # refused by the address check
+            return _error_result(tool_use_id, f"the MCP server could not be called: {exc.message}")
+        try:
+            async with self._client(server, transport) as client:
                 result = await client.call_tool(name, arguments)
-        except Exception as exc:  # refused by the address check, unreachable, or failed
-            text = f"the MCP server could not be called: {type(exc).__name__}"
-            return McpToolResultBlock(
-                tool_use_id=tool_use_id, is_error=True, content=[{"type": "text", "text": text}]
-            )
+        except Exception as exc:  # unreachable, or failed
+            text = f"the MCP server could not be called: {failure(exc, transport, server)}"
+            return _error_result(tool_use_id, text)
         content = [
             {"type": "text", "text": item.text} for item in result.content if isinstance(item, TextContent)
         ]
         return McpToolResultBlock(tool_use_id=tool_use_id, is_error=bool(result.is_error), content=content)
 
-    async def _guard(self, server: McpServerParam, path: str) -> None:
+    async def _guard(self, server: McpServerParam, path: str) -> Target:
+        """The server's host resolved and checked: the address its requests will go to."""
         parts = urlsplit(server.url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise InvalidRequestError(f"{path}.url: an MCP server URL must be an absolute http or https URL")
-        port = parts.port or (443 if parts.scheme == "https" else 80)
         try:
-            await self._fetcher.checked_addresses(parts.hostname.lower(), port)
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:  # a port out of range or not a number
+            port = 0
+        if parts.scheme not in ("http", "https") or not parts.hostname or not port:
+            raise InvalidRequestError(f"{path}.url: an MCP server URL must be an absolute http or https URL")
+        host = parts.hostname.lower()
+        try:
+            addresses = await self._fetcher.checked_addresses(host, port)
         except FetchFailed as exc:
             raise InvalidRequestError(f"{path}.url: {exc}") from None
+        return Target(host, port, addresses[0])
 
     @asynccontextmanager
-    async def _client(self, server: McpServerParam) -> AsyncIterator[Client]:
+    async def _client(self, server: McpServerParam, transport: PinnedTransport) -> AsyncIterator[Client]:
         headers = (
             {"authorization": f"Bearer {server.authorization_token}"} if server.authorization_token else {}
         )
-        async with httpx2.AsyncClient(headers=headers, timeout=TIMEOUT_SECONDS) as http:
-            transport = streamable_http_client(server.url, http_client=http)
-            async with Client(transport, read_timeout_seconds=TIMEOUT_SECONDS) as client:
+        async with httpx2.AsyncClient(
+            headers=headers, timeout=TIMEOUT_SECONDS, transport=transport, follow_redirects=False
+        ) as http:
+            streams = streamable_http_client(server.url, http_client=http)
+            async with Client(streams, read_timeout_seconds=TIMEOUT_SECONDS) as client:
                 yield client
+
+
+def _error_result(tool_use_id: str, text: str) -> McpToolResultBlock:
+    return McpToolResultBlock(
+        tool_use_id=tool_use_id, is_error=True, content=[{"type": "text", "text": text}]
+    )
+
+
+def failure(exc: BaseException, transport: PinnedTransport, server: McpServerParam) -> str:
+    """What went wrong, in words: each failure inside the SDK's exception groups, with the
+    server's secrets (its token, the URL's password and query) blanked out."""
+    where = transport.target.where
+    said = dict.fromkeys(_phrase(leaf, where, transport.last_status) for leaf in _leaves(exc))
+    return _redacted("; ".join(said), server)
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc
+
+
+def _phrase(exc: BaseException, where: str, status: int | None) -> str:
+    if isinstance(exc, UncheckedHost):
+        return str(exc)
+    if isinstance(exc, httpx2.ConnectTimeout):
+        return f"connecting to {where} timed out"
+    if isinstance(exc, httpx2.TimeoutException | TimeoutError):
+        return f"{where} did not answer within {TIMEOUT_SECONDS:g} s"
+    if isinstance(exc, httpx2.ConnectError):
+        return _not_connected(exc, where)
+    if isinstance(exc, httpx2.HTTPStatusError):
+        return f"{where} answered HTTP {exc.response.status_code}"
+    if isinstance(exc, MCPError):
+        if status is not None and status >= 400:  # the SDK's error stands in for the HTTP status
+            return f"{where} answered HTTP {status} ({exc.message})"
+        return f"MCP error {exc.code} from {where}: {exc.message}"
+    if isinstance(exc, httpx2.HTTPError):  # protocol errors, a dropped connection, ...
+        return f"{type(exc).__name__} from {where}: {exc}"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _not_connected(exc: BaseException, where: str) -> str:
+    root = _root_os_error(exc)
+    if isinstance(root, ConnectionRefusedError):
+        return f"connection refused at {where}"
+    if isinstance(root, socket.gaierror):
+        return f"{where} does not resolve"
+    reason = (root.strerror if root is not None else None) or str(root or exc)
+    return f"could not connect to {where}: {reason}"
+
+
+def _root_os_error(exc: BaseException) -> OSError | None:
+    """The deepest OSError under `exc` (httpx2 wraps httpcore2's error, which wraps anyio's
+    "All connection attempts failed", which wraps the socket's own)."""
+    found: OSError | None = None
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError):
+            found = current
+        current = current.__cause__ or current.__context__
+    return found
+
+
+def _redacted(text: str, server: McpServerParam) -> str:
+    parts = urlsplit(server.url)
+    for secret in (server.authorization_token, parts.password, parts.query):
+        if secret:
+            text = text.replace(secret, "[redacted]")
+    return text
 
 
 def _choose(

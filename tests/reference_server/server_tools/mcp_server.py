@@ -1,5 +1,7 @@
 """An MCP server on loopback for the connector's tests (the official SDK's MCPServer over
-streamable HTTP, run by uvicorn in a thread), recording each request's Authorization header."""
+streamable HTTP, run by uvicorn in a thread), recording each request's Authorization and Host
+headers. `names` are host names it answers to besides 127.0.0.1 and localhost (its DNS
+rebinding protection refuses any other Host header)."""
 
 from __future__ import annotations
 
@@ -13,22 +15,25 @@ from typing import Any, Literal
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
 
 
 @dataclass
 class RunningMcp:
     url: str
+    port: int
     authorizations: list[str | None] = field(default_factory=list)
+    hosts: list[str | None] = field(default_factory=list)
     calls: list[dict[str, Any]] = field(default_factory=list)
 
 
 @contextmanager
-def mcp_server() -> Iterator[RunningMcp]:
+def mcp_server(names: tuple[str, ...] = ()) -> Iterator[RunningMcp]:
     server = MCPServer("tides")
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    running = RunningMcp(f"http://127.0.0.1:{port}/mcp")
+    running = RunningMcp(f"http://127.0.0.1:{port}/mcp", port)
 
     @server.tool()
     def tide(harbour: Literal["brest", "dover"]) -> str:
@@ -41,12 +46,18 @@ def mcp_server() -> Iterator[RunningMcp]:
         """The wind at a harbour."""
         return f"Wind at {harbour}: calm"
 
-    app = server.streamable_http_app()
+    allowed = ["127.0.0.1:*", "localhost:*", *(f"{name}:*" for name in names)]
+    app = server.streamable_http_app(
+        transport_security=TransportSecuritySettings(
+            enable_dns_rebinding_protection=True, allowed_hosts=allowed
+        )
+    )
 
     async def recording(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
-            header = dict(scope["headers"]).get(b"authorization")
-            running.authorizations.append(header.decode() if header else None)
+            headers = dict(scope["headers"])
+            running.authorizations.append(_text(headers.get(b"authorization")))
+            running.hosts.append(_text(headers.get(b"host")))
         await app(scope, receive, send)
 
     config = uvicorn.Config(recording, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
@@ -61,3 +72,7 @@ def mcp_server() -> Iterator[RunningMcp]:
     finally:
         http.should_exit = True
         thread.join(timeout=10)
+
+
+def _text(header: bytes | None) -> str | None:
+    return header.decode() if header is not None else None

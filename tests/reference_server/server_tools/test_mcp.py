@@ -116,7 +116,10 @@ def test_mcp_servers_are_checked():
             unknown = [{"type": "mcp_toolset", "mcp_server_name": "nope"}]
             refused(client.post("/v1/messages", json=body([server(site)], unknown), headers=BETA), "nope")
             gone = server(site, url=site.url.replace("/mcp", "/missing"))
-            refused(client.post("/v1/messages", json=body([gone]), headers=OLD_BETA), "could not list")
+            refused(
+                client.post("/v1/messages", json=body([gone]), headers=OLD_BETA),
+                f"could not list the tools of MCP server 'tides': 127.0.0.1:{site.port} answered HTTP 404",
+            )
 
 
 def test_a_failing_call_is_an_error_result_not_an_http_error():
