@@ -13,7 +13,8 @@ history; only what the model reads changes):
   `clear_at_least`, nothing is cleared unless that many input tokens would be.
 
 The response's `applied_edits` reports each edit that was applied, with what it cleared (turns or
-tool uses, and the input tokens they would have taken). `compact_20260112` is refused with a 400
+tool uses, and the input tokens they would have taken); count_tokens reports the prompt's tokens
+before the edits too. `compact_20260112` is refused with a 400
 that says so, never ignored.
 """
 
@@ -23,8 +24,16 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
+from reference_server.engine.base import Turn
 from reference_server.errors import InvalidRequestError
-from reference_server.protocol import ClearToolUsesEdit, PromptParams
+from reference_server.protocol import (
+    ClearThinkingEdit,
+    ClearToolUsesEdit,
+    ContextManagementResponse,
+    CountContextManagement,
+    MessageTokensCount,
+    PromptParams,
+)
 from reference_server.protocol.requests import MessageParam, ToolResultBlockParam, ToolUseBlockParam
 
 __all__ = [
@@ -32,12 +41,15 @@ __all__ = [
     "CLEARED_TOOL_RESULT",
     "CONTEXT_MANAGEMENT_BETA",
     "ClearToolUses",
+    "ClearedThinking",
     "ContextEdits",
     "ThinkingKeep",
+    "applied_edits",
     "apply_tool_clearing",
     "clear_tool_uses",
     "count_tool_uses",
     "plan_context_edits",
+    "tokens_count",
 ]
 
 CONTEXT_MANAGEMENT_BETA = "context-management-2025-06-27"
@@ -103,6 +115,15 @@ def plan_context_edits(params: PromptParams, betas: Collection[str]) -> ContextE
     return ContextEdits(keep_thinking=keep, tool_uses=tool_uses)
 
 
+@dataclass(frozen=True, slots=True)
+class ClearedThinking:
+    """What clear_thinking cleared: turns, and the prompt's turns as they would have been without
+    the edit (None: it cleared nothing)."""
+
+    thinking_turns: int
+    turns: tuple[Turn, ...] | None
+
+
 Prompt = TypeVar("Prompt")
 
 
@@ -129,6 +150,37 @@ async def apply_tool_clearing(
     if saved < edit.clear_at_least:  # not worth breaking the cached prefix: leave it whole
         return prompt, None
     return edited, ClearToolUsesEdit(cleared_input_tokens=saved, cleared_tool_uses=cleared)
+
+
+async def applied_edits(
+    cleared: ClearedThinking | None,
+    tool_uses: ClearToolUsesEdit | None,
+    input_tokens: int,
+    count: Callable[[tuple[Turn, ...]], Awaitable[int]],
+) -> ContextManagementResponse:
+    """The response's `context_management`: what each applied edit took out of the prompt the
+    model read (`input_tokens`); `count` counts the prompt's tokens with other turns."""
+    applied: list[ClearThinkingEdit | ClearToolUsesEdit] = []
+    if cleared is not None:
+        tokens = 0
+        if cleared.turns is not None:
+            tokens = max(0, await count(cleared.turns) - input_tokens)
+        applied.append(
+            ClearThinkingEdit(cleared_input_tokens=tokens, cleared_thinking_turns=cleared.thinking_turns)
+        )
+    if tool_uses is not None:
+        applied.append(tool_uses)
+    return ContextManagementResponse(applied_edits=applied)
+
+
+def tokens_count(input_tokens: int, edits: ContextManagementResponse | None) -> MessageTokensCount:
+    """count_tokens' answer; with edits applied, the prompt's tokens before them too."""
+    if edits is None:
+        return MessageTokensCount(input_tokens=input_tokens)
+    original = input_tokens + sum(edit.cleared_input_tokens for edit in edits.applied_edits)
+    return MessageTokensCount(
+        input_tokens=input_tokens, context_management=CountContextManagement(original_input_tokens=original)
+    )
 
 
 def count_tool_uses(messages: Sequence[MessageParam]) -> int:

@@ -6,7 +6,8 @@ is always in the source; the parser turns each quote into a text block with its 
 
 from .documents import CitableDocument, CitationPlan, plan_citations
 from .grammar import citation_grammar
-from .parser import QuoteEnd, QuoteParser, QuoteStart, QuoteText
+from .parser import QuoteEnd, QuoteParser, QuoteStart, QuoteText, quoted_pieces
+from .rules import citation_plan
 
 __all__ = [
     "CitableDocument",
@@ -16,5 +17,7 @@ __all__ = [
     "QuoteStart",
     "QuoteText",
     "citation_grammar",
+    "citation_plan",
     "plan_citations",
+    "quoted_pieces",
 ]

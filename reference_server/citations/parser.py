@@ -6,13 +6,17 @@ and its end (with the citation). Tags may arrive split over any number of deltas
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from reference_server.tools.calls import Piece as CallPiece
+from reference_server.tools.calls import TextPiece
 
 from .documents import CitationPlan
 from .grammar import CLOSE
 
-__all__ = ["QuoteEnd", "QuoteParser", "QuoteStart", "QuoteText"]
+__all__ = ["QuoteEnd", "QuoteParser", "QuoteStart", "QuoteText", "quoted_pieces"]
 
 _OPEN = re.compile(r"<cite (r?\d+)>")
 _OPEN_PREFIX = re.compile(r"<(?:c(?:i(?:t(?:e(?: r?\d*)?)?)?)?)?")
@@ -39,6 +43,8 @@ class QuoteEnd:
 
 
 Piece = str | QuoteStart | QuoteText | QuoteEnd
+# A generation's text parsed for calls (tools/calls.py), then its text for quotes.
+Quoted = CallPiece | QuoteStart | QuoteText | QuoteEnd
 
 
 class QuoteParser:
@@ -106,3 +112,23 @@ class QuoteParser:
         document = self._plan.document(self._document)
         quote = "".join(self._quote or ())
         return document.citation(quote) if document is not None else None
+
+
+def quoted_pieces(pieces: Sequence[CallPiece], quotes: QuoteParser, *, last: bool) -> list[Quoted]:
+    """`pieces` (a generation's text parsed for calls) with their text parsed for quotes: an
+    answer quoting fetched pages may end with calls (server_tools/citing.py). `last`: the
+    generation's last text, after which nothing is held."""
+    out: list[Quoted] = []
+    for piece in pieces:
+        if isinstance(piece, TextPiece):
+            out += _as_text(quotes.feed(piece.text))
+        else:  # a call: what the quote parser held was text
+            out += [*_as_text(quotes.flush()), piece]
+    if last:
+        out += _as_text(quotes.flush())
+    return out
+
+
+def _as_text(parsed: list[Piece]) -> list[TextPiece | QuoteStart | QuoteText | QuoteEnd]:
+    """The quote parser's pieces, its text as text pieces."""
+    return [TextPiece(p) if isinstance(p, str) else p for p in parsed]

@@ -9,6 +9,7 @@ https://platform.claude.com/docs/en/build-with-claude/files, "Error handling").
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from typing import Any, TypeVar
 
@@ -19,7 +20,7 @@ from reference_server.files.store import FileStore
 from reference_server.protocol import DocumentBlockParam, ImageBlockParam, MessageParam
 from reference_server.protocol.requests import PromptParams, ToolResultBlockParam
 
-__all__ = ["has_file_sources", "inline_file_sources"]
+__all__ = ["has_file_sources", "inline_file_sources", "inlined"]
 
 P = TypeVar("P", bound=PromptParams)
 IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
@@ -31,6 +32,13 @@ def _is_file_source(source: Any) -> bool:
 
 def has_file_sources(params: PromptParams) -> bool:
     return any(_is_file_source(_source(block)) for _, block in _blocks(params.messages))
+
+
+async def inlined(params: P, store: FileStore | None) -> P:
+    """`params` with file sources replaced by the files' content, read off the event loop."""
+    if not has_file_sources(params):
+        return params
+    return await asyncio.to_thread(inline_file_sources, params, store)
 
 
 def inline_file_sources(params: P, store: FileStore | None) -> P:

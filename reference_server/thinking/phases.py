@@ -110,6 +110,19 @@ class ThinkingSplitter:
         self._end = ThinkingEnd("".join(self._parts), output_tokens)
         return thinking, self._end, self._answer(text[cut + len(SEPARATOR) :])
 
+    def split(
+        self, text: str, output_tokens: int, *, last: bool
+    ) -> tuple[list[ThinkingText | ThinkingEnd], str]:
+        """`feed` as pieces: (new thinking text, then the end if it came now, or because this is
+        the `last` text of a generation that cut the thinking short; new answer text)."""
+        thought, end, answer = self.feed(text, output_tokens)
+        pieces: list[ThinkingText | ThinkingEnd] = [ThinkingText(thought)] if thought else []
+        if last and end is None:
+            end = self.flush(output_tokens)  # cut short by max_tokens
+        if end is not None:
+            pieces.append(end)
+        return pieces, answer
+
     def flush(self, output_tokens: int) -> ThinkingEnd | None:
         """At the end of the generation: the end of a thinking the generation cut short."""
         if self._end is not None:

@@ -22,6 +22,10 @@ from typing import Literal
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from reference_server.protocol import RedactedThinkingBlock, ThinkingBlock
+
+from .rules import ThinkingPlan
+
 __all__ = ["KEY_FILE", "Sealed", "ThinkingSigner"]
 
 KEY_FILE = "thinking-signing.key"
@@ -74,6 +78,16 @@ class ThinkingSigner:
         payload = json.dumps({"kind": kind, "thinking": thinking}, ensure_ascii=False).encode()
         sealed = self._aead.encrypt(nonce, payload, model.encode())
         return base64.b64encode(_VERSION + nonce + sealed).decode("ascii")
+
+    def block(self, model: str, plan: ThinkingPlan, thinking: str) -> ThinkingBlock | RedactedThinkingBlock:
+        """The finished thinking block of a generation under `plan`: its text (none when
+        `omitted`) and its signature; for the documented test string, a redacted_thinking block
+        sealing the same text."""
+        omitted = plan.display == "omitted"
+        signature = self.seal(model, thinking, "omitted" if omitted else "summarized")
+        if plan.redacted:
+            return RedactedThinkingBlock(data=signature)
+        return ThinkingBlock(thinking="" if omitted else thinking, signature=signature)
 
     def open(self, model: str, signature: str) -> Sealed | None:
         """What `signature` sealed for `model`, or None when it does not verify."""

@@ -32,7 +32,7 @@ from reference_server.server_tools.definitions import (
 )
 from reference_server.tools.builtin import CLIENT_TOOL_TYPES, builtin_client_tool
 
-__all__ = ["ToolDefinition", "ToolPolicy", "check_unique", "parse_tools", "tool_policy"]
+__all__ = ["ToolDefinition", "ToolPolicy", "check_unique", "parse_tools", "prompt_tools", "tool_policy"]
 
 Caller = Literal["direct", "code_execution_20250825", "code_execution_20260120", "code_execution_20260521"]
 
@@ -105,6 +105,11 @@ def check_unique(parsed: Sequence[ToolDefinition], raw: Sequence[dict[str, Any]]
             where = "custom.name" if index < len(kinds) and kinds[index] in (None, "custom") else "name"
             raise InvalidRequestError(f"tools.{index}.{where}: tool names must be unique ({tool.name!r})")
         seen.add(tool.name)
+
+
+def prompt_tools(tools: Sequence[ToolDefinition]) -> tuple[ToolSpec, ...]:
+    """The tools the prompt lists: all but deferred ones (a tool search's result shows those)."""
+    return tuple(tool.spec() for tool in tools if not tool.deferred)
 
 
 def _check_deferral(tools: Sequence[ToolDefinition]) -> None:

@@ -25,10 +25,11 @@ from typing import Any
 
 from reference_server.engine.base import Grammar
 from reference_server.engine.toolformat import CALL_OPEN, CALL_SEPARATOR, CALL_SUFFIX, call_prefix
+from reference_server.protocol import PromptParams
 
 from .definitions import ToolDefinition, ToolPolicy
 
-__all__ = ["call_rules", "json_schema_grammar", "response_grammar"]
+__all__ = ["call_rules", "json_schema_grammar", "output_schema", "response_grammar"]
 
 # Text that never contains the call tag: answers that are not calls cannot fake one.
 _TEXT = "TEXT: /(?s:.*)/ & ~/(?s:.*<tool_call>.*)/"
@@ -67,6 +68,12 @@ def _closed(schema: Any) -> Any:
         if isinstance(out.get(key), Mapping):
             out[key] = _closed(out[key])
     return out
+
+
+def output_schema(params: PromptParams) -> Mapping[str, Any] | None:
+    """The JSON schema of `output_config.format` (structured outputs), if any."""
+    config = params.output_config
+    return config.format.schema_ if config is not None and config.format is not None else None
 
 
 def json_schema_grammar(schema: Mapping[str, Any]) -> Grammar:

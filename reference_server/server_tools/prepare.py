@@ -1,0 +1,106 @@
+"""The server tools' part of preparing a request (serving.py's `MessagesService.prepare` and
+`count_tokens`): the tools the model is offered (the request's own, its MCP servers', deferred
+ones a tool search found), web search refused where no index serves it, the plan the turn's
+loop (loop.py) runs on, and a turn paused before the server ran a call, resumed by running it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from reference_server.engine.base import Turn
+from reference_server.errors import InvalidRequestError
+from reference_server.prepared import PreparedMessage
+from reference_server.protocol import MessageParam, PromptParams
+from reference_server.tools.definitions import (
+    ToolDefinition,
+    ToolPolicy,
+    check_unique,
+    parse_tools,
+    tool_policy,
+)
+
+from .definitions import NO_SEARCH_PROVIDER, WebSearchConfig
+from .history import loaded_tools, pending_call
+from .loop import ServerToolRuntime, TurnHost, TurnState, next_generation
+from .plan import ServerToolPlan
+
+__all__ = ["check_served", "mcp_tools", "request_tools", "resume_call", "server_tool_plan"]
+
+
+async def mcp_tools(
+    runtime: ServerToolRuntime, params: PromptParams, betas: Collection[str]
+) -> tuple[ToolDefinition, ...]:
+    """The tools of the MCP servers the request lists (mcp.py), listed now."""
+    if not params.mcp_servers and not any(t.get("type") == "mcp_toolset" for t in params.tools or ()):
+        return ()
+    offered = await runtime.mcp.offered(params.mcp_servers, params.tools, betas)
+    return tuple(
+        ToolDefinition(
+            tool.name, tool.description, tool.input_schema, False, tool.config.deferred, tool.config
+        )
+        for tool in offered
+    )
+
+
+def request_tools(
+    params: PromptParams, offered: tuple[ToolDefinition, ...] = ()
+) -> tuple[tuple[ToolDefinition, ...], ToolPolicy, frozenset[str]]:
+    """The tools (the request's, then its MCP servers'), the policy, and the deferred tools tool
+    searches found earlier (callable now)."""
+    tools = parse_tools(params.tools) + offered
+    if offered:
+        check_unique(tools)
+    loaded = loaded_tools(params.messages)
+    return tools, tool_policy(params, tools, loaded), loaded
+
+
+def check_served(runtime: ServerToolRuntime, tools: Sequence[ToolDefinition]) -> None:
+    """Web search needs the operator's search index: without one, a request asking for it is a 400."""
+    if runtime.search_index is not None:
+        return
+    for index, tool in enumerate(tools):
+        if isinstance(tool.server, WebSearchConfig):
+            raise InvalidRequestError(
+                f"tools.{index}: tool type web_search is not served: {NO_SEARCH_PROVIDER}"
+            )
+
+
+def server_tool_plan(
+    tools: tuple[ToolDefinition, ...],
+    loaded: frozenset[str],
+    policy: ToolPolicy,
+    output_schema: Mapping[str, Any] | None,
+    context_window: int,
+    documents: int,
+) -> ServerToolPlan | None:
+    """The plan of a turn whose model may call server tools (None: it runs no server-tool loop)."""
+    if not policy.may_call or all(tool.server is None for tool in tools):
+        return None
+    return ServerToolPlan(tools, loaded, policy.parallel, output_schema, context_window, documents=documents)
+
+
+async def resume_call(
+    host: TurnHost, runtime: ServerToolRuntime, prepared: PreparedMessage, messages: Sequence[MessageParam]
+) -> PreparedMessage:
+    """A turn sent back with an unanswered server_tool_use at its end: run the call now, and
+    generate after its result (which the answer shows first)."""
+    plan = prepared.server_tools
+    call = pending_call(messages)
+    if plan is None or call is None:
+        return prepared
+    tool = plan.tool(call.name)
+    if tool is None or tool.server is None:
+        raise InvalidRequestError(
+            f"messages.{len(messages) - 1}: server_tool_use {call.name!r} names no server tool of"
+            " this request's tools"
+        )
+    turns = prepared.request.turns
+    state = TurnState.of(turns, plan.loaded)
+    block = await runtime.execute(call, tool, plan, state)
+    result, is_error = runtime.read(block, plan, state, "server_tool_result")
+    turns += (Turn("tool", result, tool_call_id=call.id, name=call.name, is_error=is_error),)
+    resumed = replace(prepared, server_tools=replace(plan, resumed=((call.name, block),)))
+    return next_generation(await host.continued(resumed, turns, prepared.request.max_tokens), plan, state)
