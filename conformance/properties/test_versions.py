@@ -196,7 +196,6 @@ def _result_type(result: dict[str, Any], where: str, wanted: str) -> None:
     covers=(
         "endpoint:POST /v1/messages/batches",
         "param:anthropic-version",
-        "error:invalid_request_error",
     ),
 )
 def test_ver_004_batches_follow_their_version(target: Target) -> None:

@@ -56,7 +56,7 @@ def test_a_repeated_text_delta_fails_the_run_without_a_profile(tiny_random_url, 
     assert index["determinism"] == {
         "deterministic": True,
         "source": "probe",
-        "detail": "the same greedy request, sent twice, got identical answers",
+        "detail": "the same default-sampled request, sent twice, got identical answers",
     }
     got = verdicts(index)
     assert got["STREAM-012"] == "WARN", output[-3000:]

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from conformance.catalogue import REGISTRY
+from conformance.features import REQUEST_SHAPING
 from conformance.properties import load_all
 from conformance.scheduling import PhasedScheduling, property_of_nodeid
 
@@ -182,7 +183,8 @@ def test_a_selection_prepares_only_what_it_runs(tiny_random_url, proof_profile, 
     )
     assert code == 0, output[-3000:]
     assert [p["id"] for p in index["properties"]] == selected
-    assert set(index["feature_support"]) == {"tools"}
+    # The request-shaping features are probed before every run (every property's requests depend on them).
+    assert set(index["feature_support"]) == {"tools", *REQUEST_SHAPING}
 
 
 # ---- what crosses from a worker to the controller, and a run cut short
