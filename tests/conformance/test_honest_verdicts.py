@@ -83,6 +83,7 @@ def test_stop_instead_of_end_turn_fails_the_run_on_a_model_that_ends_turns(smoll
     assert code == 1
 
 
+@pytest.mark.deep  # 20 s in CI: test_trusted_verdicts's one-schema-cause test is its representative
 def test_a_missing_stop_sequence_key_fails_only_the_schema_properties(
     tiny_random_url, proof_profile, tmp_path
 ):
