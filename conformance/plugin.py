@@ -255,10 +255,13 @@ def session_target(config: pytest.Config) -> Target:
     if state is None:
         raise pytest.UsageError("conformance properties need --plumbline-target")
     if state.worker:
-        where = config.workerinput[CONTEXT_KEY]  # type: ignore[attr-defined]
-        state.target = Target(state.config)
-        _read_context(state, state.target, where)
-        state.alone = AloneLock(Path(where))
+        # Once per worker: the `features` fixture asks again, and its probes must go through the
+        # same Target (and recorder) as the running property's requests.
+        if state.target is None:
+            where = config.workerinput[CONTEXT_KEY]  # type: ignore[attr-defined]
+            state.target = Target(state.config)
+            _read_context(state, state.target, where)
+            state.alone = AloneLock(Path(where))
     elif state.target is None or state.features is None:
         _prepare(state, [])  # not collected through this plugin's hook (odd selections)
     assert state.target is not None

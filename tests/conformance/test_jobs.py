@@ -284,3 +284,24 @@ def test_a_run_cut_short_names_every_property_it_did_not_judge(
         assert f"{p['id']} " in junit
     assert junit.count("<error ") == len(unjudged)
     assert any(line.split()[:2] == ["ERROR", unjudged[0]["id"]] for line in output.splitlines())
+
+
+@pytest.mark.mlx
+@pytest.mark.slow
+def test_a_workers_feature_probe_is_the_running_propertys_request(tiny_random_url, proof_profile, tmp_path):
+    """SRVTOOL-015 sends its own probes through the `features` fixture. A worker once built a
+    second Target for that fixture: its probes went out untagged and unrecorded, so a server
+    that took web search as a client tool passed under `--jobs 2` and failed under `--jobs 1`
+    (found by the deep comparison above)."""
+    faults = {"SRVTOOL-015": fault_catalogue(API_KEY)["SRVTOOL-015"]}
+    with running_proxy(FaultProxy(tiny_random_url, faults)) as url:
+        code, index, output = run_suite(
+            url, tmp_path, profile=proof_profile, extra=["--jobs", "2", "-k", "srvtool_015 or msg_001"]
+        )
+    assert verdicts(index) == {"MSG-001": "PASS", "SRVTOOL-015": "FAIL"}, output[-3000:]
+    evidence = json.loads((tmp_path / "proof" / index["run_id"] / "cases" / "SRVTOOL-015.json").read_text())
+    assert any(
+        "web_search" in json.dumps(e["request"].get("body")) and e["response"]["status"] == 200
+        for e in evidence["exchanges"]
+    ), evidence
+    assert code == 1
