@@ -97,7 +97,7 @@ def coverage(session: nox.Session) -> None:
 # releases when it is installed, which this project's CI cannot reach).
 CI_FILES = {
     "vendor.github-actions": ["action.yml"],
-    "vendor.github-workflows": ["examples/github/plumbline.yml"],
+    "vendor.github-workflows": ["examples/github/plumbline.yml", ".github/workflows/metal.yml"],
     "vendor.gitlab-ci": ["examples/gitlab/.gitlab-ci.yml"],
 }
 
