@@ -51,5 +51,10 @@ def run_suite(
     return done.returncode, json.loads(indexes[-1].read_text()), output
 
 
+def selecting(pids: Sequence[str]) -> list[str]:
+    """`-k` for exactly these properties (their test functions are named after the ids)."""
+    return ["-k", " or ".join(pid.lower().replace("-", "_") for pid in pids)]
+
+
 def verdicts(index: dict[str, Any]) -> dict[str, str]:
     return {p["id"]: p["verdict"] for p in index["properties"]}

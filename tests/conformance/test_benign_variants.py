@@ -14,7 +14,7 @@ import pytest
 
 from .fault_proxy import Fault, FaultProxy, running_proxy
 from .faults import edit_payloads
-from .suite import run_suite, verdicts
+from .suite import run_suite, selecting, verdicts
 
 pytestmark = [pytest.mark.mlx, pytest.mark.slow]
 
@@ -42,8 +42,7 @@ def test_a_benign_variant_passes(
     name: str, tiny_random_url: str, proof_profile: Path, tmp_path: Path
 ) -> None:
     variant, properties = VARIANTS[name]
-    selection = " or ".join(pid.lower().replace("-", "_") for pid in properties)
     with running_proxy(FaultProxy(tiny_random_url, everywhere=variant)) as url:
-        code, index, _ = run_suite(url, tmp_path, profile=proof_profile, extra=["-k", selection])
+        code, index, _ = run_suite(url, tmp_path, profile=proof_profile, extra=selecting(properties))
     assert verdicts(index) == dict.fromkeys(properties, "PASS"), index["properties"]
     assert code == 0
