@@ -38,7 +38,14 @@ from mlx_lm.models.base import create_attention_mask
 from mlx_lm.models.cache import BatchKVCache, KVCache
 from mlx_lm.models.llama import LlamaModel, Model, TransformerBlock
 
-from .quantized import concatenate_linears, cpu_kernel, float_matmul, kernel_matmul, linear_parts
+from .quantized import (
+    concatenate_linears,
+    cpu_kernel,
+    float_matmul,
+    int8_activations,
+    kernel_matmul,
+    linear_parts,
+)
 
 __all__ = ["FastLlamaBlock", "FastLlamaModel", "install_fast_decode"]
 
@@ -167,6 +174,9 @@ class FastLlamaBlock(TransformerBlock):
     qkv: Module
     gate_up: Module
     _layout: tuple[_Config, tuple[mx.array, mx.array], tuple[Linear, ...], tuple[Any, ...]]
+    # For the kernel's whole-layer step (cpu/layer.cpp): its weights in order and the products'
+    # (group size, bits); None when a product is not quantized.
+    _fused: tuple[list[mx.array], list[int]] | None
 
     @classmethod
     def convert(cls, block: TransformerBlock) -> None:
@@ -202,8 +212,15 @@ class FastLlamaBlock(TransformerBlock):
             (norms[0], *linears[0][0]),
             (norms[1], *linears[1][0], *linears[2][0], *linears[3][0]),
         )
-        # A plain attribute, outside the parameter tree (Module keeps arrays and tuples there).
+        # Plain attributes, outside the parameter tree (Module keeps arrays and tuples there).
         object.__setattr__(self, "_layout", (config, norms, linears, decode))
+        formats = [linear[1] for linear in linears]
+        fused = None
+        if all(f is not None for f in formats):
+            qkv, o_proj, gate_up, down = (list(linear[0]) for linear in linears)
+            flat = [value for f in formats if f is not None for value in f]
+            fused = ([norms[0], *qkv, *o_proj, norms[1], *gate_up, *down], flat)
+        object.__setattr__(self, "_fused", fused)
 
     def __call__(
         self,
@@ -215,8 +232,10 @@ class FastLlamaBlock(TransformerBlock):
         config, norms, linears, (_, formats, first, second) = self._layout
         if angles is None or cache is None:
             return self._prefill(x, mask, cache, config, norms, linears)
-        before, after = _compiled(config, *formats)
         kernel = cpu_kernel()
+        if self._fused is not None and kernel is not None and _owns_room(cache):
+            return self._layer_step(x, cache, angles, kernel, config)
+        before, after = _compiled(config, *formats)
         if formats[0] is not None and kernel is not None:
             # One operation for norm, product, rotation and layouts (cpu/projection.cpp).
             group_size, bits = formats[0]
@@ -235,6 +254,7 @@ class FastLlamaBlock(TransformerBlock):
                 config.dim,
                 self.self_attn.rope.traditional,
                 config.scale,
+                int8_activations(),
             )
         else:
             queries, keys, values = before(x, *angles.rows, *first)
@@ -242,6 +262,36 @@ class FastLlamaBlock(TransformerBlock):
         out = _attend(queries, cache)
         result: mx.array = after(x, out, *second)
         return result
+
+    def _layer_step(self, x: mx.array, cache: Any, angles: _Angles, kernel: Any, config: _Config) -> mx.array:
+        """The whole layer as one operation of the kernel (cpu/layer.cpp), which writes this
+        token's keys and values into the cache's spare capacity in place (`_owns_room`)."""
+        assert self._fused is not None
+        weights, formats = self._fused
+        batched = type(cache) is BatchKVCache
+        length = cache._idx if batched else cache.offset
+        arrays = [x, *weights, angles.cos, angles.sin, angles.positions, cache.keys, cache.values]
+        if batched:
+            arrays.append(cache.left_padding)
+        h, cache.keys, cache.values = kernel.decode_layer(
+            arrays,
+            formats,
+            config.eps,
+            config.heads,
+            config.kv_heads,
+            config.dim,
+            self.self_attn.rope.traditional,
+            config.scale,
+            length,
+            15 if int8_activations() else 0,  # a bit per product: q/k/v, o, gate/up, down
+        )
+        # A new array, as mlx-lm does: `+=` would change the positions array in place, and this
+        # step's later layers read it.
+        cache.offset = cache.offset + 1
+        if batched:
+            cache._idx += 1
+        out: mx.array = h
+        return out
 
     def _prefill(
         self,
@@ -311,6 +361,32 @@ def _linear(
     )
 
 
+def _owns_room(cache: Any) -> bool:
+    """Make room in `cache` (mlx-lm's `KVCache` or `BatchKVCache`, float32) for one more position
+    as its `update_and_fetch` would, and say whether the kernel may write it in place: True
+    unless the cache is empty or not float32.
+
+    In place is safe because the buffer's positions from the cache's length on are its own:
+    mlx-lm allocates spare capacity only in a fresh buffer (`mx.zeros`, concatenated), and every
+    other array sharing a buffer (a prefix-cache entry, a prompt cache restored from one with no
+    spare room, the views `update_and_fetch` returns) covers positions below that length."""
+    keys = cache.keys
+    if keys is None or keys.dtype != mx.float32 or cache.values.dtype != mx.float32:
+        return False
+    length = cache._idx if type(cache) is BatchKVCache else cache.offset
+    if length < keys.shape[2]:
+        return True
+    batch, kv_heads, _, dim = keys.shape
+    if length % cache.step != 0:
+        cache.keys, cache.values = keys[..., :length, :], cache.values[..., :length, :]
+    room = (batch, kv_heads, cache.step, dim)
+    cache.keys = mx.concatenate([cache.keys, mx.zeros(room, mx.float32)], axis=2)
+    cache.values = mx.concatenate(
+        [cache.values, mx.zeros((*room[:3], cache.values.shape[3]), mx.float32)], axis=2
+    )
+    return True
+
+
 def _attend(queries: mx.array, cache: Any) -> mx.array:
     """One query per row, its grouped heads (B, KV, G, D) already scaled, against the cache just
     updated: the kernel's attention when it is loaded, else the arithmetic of attention.py's
@@ -359,7 +435,8 @@ def _compiled(
 ) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """The compiled halves of a decode step for one layer configuration (shared by all layers
     that have it: their weights are arguments)."""
-    key = (config, qkv, o_proj, gate_up, down)
+    # int8_activations() is read while tracing: part of the key.
+    key = (config, qkv, o_proj, gate_up, down, int8_activations())
     cache: dict[tuple[Any, ...], tuple[Callable[..., Any], Callable[..., Any]]] = vars(_COMPILED).setdefault(
         "functions", {}
     )

@@ -97,7 +97,7 @@ def load_model(
 
     if chosen is not None:
         apply_precision(model, chosen)
-    prepare_text_model(model, kernel, cpu=cpu, fast_blas=fast_cpu)
+    prepare_text_model(model, kernel, cpu=cpu, fast_blas=fast_cpu, int8=precision == "q4-int8")
     _warm_up(model)
     grammars, problem = _grammar_compiler(tokenizer)
     served = describe_precision(model)
@@ -105,14 +105,17 @@ def load_model(
     return LoadedModel(model, tokenizer, context, source.display_name, grammars, problem, precision=served)
 
 
-def prepare_text_model(model: Any, kernel: ModuleType | None, *, cpu: bool, fast_blas: bool) -> None:
+def prepare_text_model(
+    model: Any, kernel: ModuleType | None, *, cpu: bool, fast_blas: bool, int8: bool = False
+) -> None:
     """Set a text model's weights up for serving, as converted: quantized layers on the CPU
-    kernel, llama blocks rebuilt for the CPU (decode.py), large attention through NumPy on the
-    OpenBLAS path (attention.py). Nothing on a GPU."""
+    kernel (`int8`: on int8 input rows, precision.py's `q4-int8`), llama blocks rebuilt for the
+    CPU (decode.py), large attention through NumPy on the OpenBLAS path (attention.py). Nothing
+    on a GPU."""
     if kernel is not None:
         from .quantized import use_cpu_kernel
 
-        use_cpu_kernel(model, kernel, dense=fast_blas)
+        use_cpu_kernel(model, kernel, dense=fast_blas, int8=int8)
     if cpu:
         from .decode import install_fast_decode
 

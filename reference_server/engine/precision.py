@@ -8,6 +8,11 @@
   that width (SmolLM2's GGUF: Q4_1 layers and a Q8_0 embedding, which MLX reads as affine 4-
   and 8-bit) are kept as they are, so for the default model `q4` serves exactly the weights
   that `f32` dequantizes.
+- `q4-int8`: `q4`'s weights, and the CPU kernel's products round their input rows to int8 per
+  32 values (llama.cpp's arithmetic for these files: its q8_1 activations), where the CPU has
+  AVX-512 VNNI (else as `q4`). About 10% faster a decode step here, and the answers change:
+  SmolLM2 answers "What is the capital of France?" with a loop of French words, as llama.cpp
+  does, where float input rows (and float32) answer "Paris". Opt-in for that reason.
 - `auto`: `q4` for real text models on the CPU when the quantized kernel (kernels.py) is
   available, else `f32`; the tiny random models and vision models stay `f32` on the CPU; on a
   GPU (Metal) the weights stay as loaded, as MLX's own quantized kernels are fast there.
@@ -23,12 +28,14 @@ from typing import Literal
 __all__ = ["PRECISION_CHOICES", "Precision", "PrecisionChoice", "choose_precision"]
 
 Precision = Literal["f32", "q8", "q4"]
-PrecisionChoice = Literal["auto", "f32", "q8", "q4"]
-PRECISION_CHOICES: tuple[PrecisionChoice, ...] = ("auto", "f32", "q8", "q4")
+PrecisionChoice = Literal["auto", "f32", "q8", "q4", "q4-int8"]
+PRECISION_CHOICES: tuple[PrecisionChoice, ...] = ("auto", "f32", "q8", "q4", "q4-int8")
 
 
 def choose_precision(requested: PrecisionChoice, *, kind: str, cpu: bool, kernel: bool) -> Precision | None:
     """The precision to serve; None: leave the weights as loaded (`auto` on a GPU)."""
+    if requested == "q4-int8":  # the weights of q4 (the int8 input rows: loading.py)
+        return "q4"
     if requested != "auto":
         return requested
     if not cpu:

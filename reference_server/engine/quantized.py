@@ -7,6 +7,7 @@ the worker thread only, after `blas.enable_fast_blas`.
 
 from __future__ import annotations
 
+import logging
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -31,10 +32,13 @@ __all__ = [
     "cpu_kernel",
     "describe_precision",
     "float_matmul",
+    "int8_activations",
     "kernel_matmul",
     "linear_parts",
     "use_cpu_kernel",
 ]
+
+_log = logging.getLogger(__name__)
 
 GROUP_SIZE = 32
 # Rows (tokens) up to which the kernel beats dequantizing into OpenBLAS's SGEMM; a decode batch
@@ -83,8 +87,10 @@ def describe_precision(model: Module) -> str:
     return kinds.pop() if len(kinds) == 1 else "mixed"
 
 
-# The kernel module of kernels.py, once `use_cpu_kernel` has installed it.
+# The kernel module of kernels.py, once `use_cpu_kernel` has installed it, and whether its
+# products round their input rows to int8 (see `use_cpu_kernel`).
 _kernel: ModuleType | None = None
+_int8 = False
 
 
 def cpu_kernel() -> ModuleType | None:
@@ -92,12 +98,23 @@ def cpu_kernel() -> ModuleType | None:
     return _kernel
 
 
-def use_cpu_kernel(model: Module, kernel: ModuleType, *, dense: bool = True) -> int:
+def int8_activations() -> bool:
+    """Whether the kernel's products round their input rows to int8 (`use_cpu_kernel`)."""
+    return _int8
+
+
+def use_cpu_kernel(model: Module, kernel: ModuleType, *, dense: bool = True, int8: bool = False) -> int:
     """Route the affine 4- and 8-bit layers of `model` through `kernel` (kernels.py); return how
     many layers now use it. `dense`: keep float32 copies of the linear layers for prefill (on
-    OpenBLAS); without them (the reference BLAS) the kernel computes prefill too."""
-    global _kernel
+    OpenBLAS); without them (the reference BLAS) the kernel computes prefill too. `int8` (where
+    the CPU has AVX-512 VNNI): the kernel rounds each 32 input values to int8 with a scale of
+    their own and multiplies in integers, as llama.cpp does (cpu/qmm_int8.cpp); else it
+    multiplies the float input by the weights widened to float."""
+    global _kernel, _int8
     _kernel = kernel
+    _int8 = int8 and bool(kernel.int8())
+    if int8 and not _int8:
+        _log.warning("int8 input rows need AVX-512 VNNI, which this CPU lacks; multiplying floats")
     count = 0
     for _, module in _modules(model):
         swapped: type[Module] | None = None
@@ -145,7 +162,7 @@ def kernel_matmul(
     few = x.size <= KERNEL_MAX_ROWS * x.shape[-1]
     if _kernel is not None and x.dtype == mx.float32 and (few or dense is None):
         result: mx.array = _kernel.quantized_matmul(
-            x, weight, scales, biases, group_size, bits, norm, eps, swiglu, residual
+            x, weight, scales, biases, group_size, bits, norm, eps, swiglu, residual, _int8
         )
         return result
     if dense is not None:

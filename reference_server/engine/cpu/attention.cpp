@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common.h"
+#include "decode.h"
 #include "mlx/allocator.h"
 #include "mlx/array.h"
 #include "mlx/backend/cpu/encoder.h"
@@ -30,30 +31,18 @@ namespace mx = mlx::core;
 namespace plumbline {
 namespace {
 
-struct Cache {
-  const float* data;
-  int64_t stride_b, stride_h, stride_s, stride_d;
-
-  explicit Cache(const mx::array& a)
-      : data(a.data<float>()),
-        stride_b(a.strides()[0]),
-        stride_h(a.strides()[1]),
-        stride_s(a.strides()[2]),
-        stride_d(a.strides()[3]) {}
-
-  // Position s of row b, head h: D floats, copied into `scratch` unless they are contiguous.
-  const float* at(int b, int h, int s, int D, float* scratch) const {
-    const float* p = data + b * stride_b + h * stride_h + s * stride_s;
-    if (stride_d == 1) return p;
-    for (int d = 0; d < D; d++) scratch[d] = p[d * stride_d];
-    return scratch;
-  }
-};
+// Position s of row b, head h: D floats, copied into `scratch` unless they are contiguous.
+const float* at(const CacheView& c, int b, int h, int s, int D, float* scratch) {
+  const float* p = c.data + b * c.stride_b + h * c.stride_h + s * c.stride_s;
+  if (c.stride_d == 1) return p;
+  for (int d = 0; d < D; d++) scratch[d] = p[d * c.stride_d];
+  return scratch;
+}
 
 struct Problem {
   const float* queries;  // contiguous (B, KV, G, D)
-  Cache keys, values;
-  std::vector<int> starts;  // per row: the first position it attends to
+  CacheView keys, values;
+  const int* starts;  // per row: the first position it attends to
   float* out;
   int B, KV, G, D, length;
 };
@@ -109,7 +98,7 @@ __attribute__((target("avx512f,avx512dq,fma"))) void attend_64(const Problem& p,
   for (int g = 0; g < G; g++)
     for (int c = 0; c < 4; c++) qv[g][c] = _mm512_loadu_ps(q + g * 64 + c * 16);
   for (int s = 0; s < count; s++) {
-    const float* k = p.keys.at(b, h, start + s, 64, scratch);
+    const float* k = at(p.keys, b, h, start + s, 64, scratch);
     __m512 k0 = _mm512_loadu_ps(k), k1 = _mm512_loadu_ps(k + 16), k2 = _mm512_loadu_ps(k + 32),
            k3 = _mm512_loadu_ps(k + 48);
     for (int g = 0; g < G; g++) {
@@ -125,7 +114,7 @@ __attribute__((target("avx512f,avx512dq,fma"))) void attend_64(const Problem& p,
   for (int g = 0; g < G; g++)
     for (int c = 0; c < 4; c++) acc[g][c] = _mm512_setzero_ps();
   for (int s = 0; s < count; s++) {
-    const float* v = p.values.at(b, h, start + s, 64, scratch);
+    const float* v = at(p.values, b, h, start + s, 64, scratch);
     __m512 v0 = _mm512_loadu_ps(v), v1 = _mm512_loadu_ps(v + 16), v2 = _mm512_loadu_ps(v + 32),
            v3 = _mm512_loadu_ps(v + 48);
     for (int g = 0; g < G; g++) {
@@ -162,12 +151,12 @@ void attend_chunk(const void* context, int chunk) {
     }
   }
   for (int s = 0; s < count; s++) {
-    const float* k = p.keys.at(b, h, start + s, p.D, scratch.data());
+    const float* k = at(p.keys, b, h, start + s, p.D, scratch.data());
     for (int g = 0; g < p.G; g++) scores[(size_t)g * count + s] = dot(q + g * p.D, k, p.D);
   }
   softmax_rows(scores.data(), p.G, count);
   for (int s = 0; s < count; s++) {
-    const float* v = p.values.at(b, h, start + s, p.D, scratch.data());
+    const float* v = at(p.values, b, h, start + s, p.D, scratch.data());
     for (int g = 0; g < p.G; g++) axpy(scores[(size_t)g * count + s], v, out + g * p.D, p.D);
   }
 }
@@ -187,7 +176,7 @@ class DecodeAttention : public mx::UnaryPrimitive {
     std::vector<int> starts(B, 0);
     std::optional<mx::array> padding;
     if (padded_) padding = inputs[3];
-    encoder.dispatch([q = queries, keys = Cache(keys), values = Cache(values), padding = std::move(padding),
+    encoder.dispatch([q = queries, keys = CacheView(keys), values = CacheView(values), padding = std::move(padding),
                       starts = std::move(starts), op = out.data<float>(), B, KV, G, D, length = length_]() mutable {
       if (padding) {
         for (int b = 0; b < B; b++) {
@@ -209,8 +198,7 @@ class DecodeAttention : public mx::UnaryPrimitive {
                 gathered[i++] = qp[b * strides[0] + h * strides[1] + g * strides[2] + d * strides[3]];
         qp = gathered.data();
       }
-      Problem p{qp, keys, values, starts, op, B, KV, G, D, length};
-      pool().run(B * KV, attend_chunk, &p);
+      attend(qp, keys, values, starts.data(), op, B, KV, G, D, length);
     });
   }
 
@@ -237,6 +225,12 @@ class DecodeAttention : public mx::UnaryPrimitive {
 };
 
 }  // namespace
+
+void attend(const float* queries, const CacheView& keys, const CacheView& values, const int* starts, float* out,
+            int B, int KV, int G, int D, int length) {
+  Problem p{queries, keys, values, starts, out, B, KV, G, D, length};
+  pool().run(B * KV, attend_chunk, &p);
+}
 
 mx::array decode_attention(const mx::array& queries, const mx::array& keys, const mx::array& values, int length,
                            const std::optional<mx::array>& left_padding) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common.h"
+#include "decode.h"
 #include "mlx/allocator.h"
 #include "mlx/array.h"
 #include "mlx/backend/cpu/encoder.h"
@@ -26,16 +27,12 @@ namespace mx = mlx::core;
 namespace plumbline {
 namespace {
 
-struct Layout {
-  int heads, kv_heads, dim;
-  bool traditional;  // rotation pairs (2i, 2i + 1), else (i, i + dim / 2)
-  float scale;
-};
+using Layout = Heads;
 
 class DecodeProjection : public mx::Primitive {
  public:
-  DecodeProjection(mx::Stream stream, int group, int bits, float eps, Layout layout)
-      : mx::Primitive(stream), group_(group), bits_(bits), eps_(eps), layout_(layout) {}
+  DecodeProjection(mx::Stream stream, int group, int bits, float eps, Layout layout, bool int8)
+      : mx::Primitive(stream), group_(group), bits_(bits), eps_(eps), layout_(layout), int8_(int8) {}
 
   void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override {
     const mx::array &w = inputs[1], &scales = inputs[2], &biases = inputs[3], &norm = inputs[4];
@@ -54,7 +51,7 @@ class DecodeProjection : public mx::Primitive {
     int M = static_cast<int>(inputs[0].size() / K);
     Weights weights{w.data<uint8_t>(), scales.data<void>(), biases.data<void>(), scales.dtype() == mx::float16,
                     N, K, group_, bits_};
-    encoder.dispatch([x = View(inputs[0]), t = Transform{norm.data<float>(), eps_, false}, weights, M,
+    encoder.dispatch([x = View(inputs[0]), t = Transform{norm.data<float>(), eps_, false, int8_}, weights, M,
                       layout = layout_, cos = cos.data<float>(), sin = sin.data<float>(), table = cos.shape(0),
                       positions, q = outputs[0].data<float>(), k = outputs[1].data<float>(),
                       v = outputs[2].data<float>()]() {
@@ -62,22 +59,8 @@ class DecodeProjection : public mx::Primitive {
       quantized_product(x, t, weights, M, nullptr, y.data());
       const int D = layout.dim, H = layout.heads, KV = layout.kv_heads;
       for (int m = 0; m < M; m++) {
-        int64_t index = m * positions.strides()[0];
-        int64_t at = positions.dtype() == mx::int64 ? positions.data<int64_t>()[index] : positions.data<int32_t>()[index];
-        at = std::clamp<int64_t>(at, 0, table - 1);
-        const float* c = cos + at * D;
-        const float* s = sin + at * D;
-        const float* row = y.data() + (size_t)m * weights.N;
-        for (int h = 0; h < H + KV; h++) {
-          const float* src = row + h * D;
-          float* dst = h < H ? q + ((size_t)m * H + h) * D : k + ((size_t)m * KV + h - H) * D;
-          float factor = h < H ? layout.scale : 1.0f;
-          for (int d = 0; d < D; d++) {
-            int partner = layout.traditional ? d ^ 1 : (d + D / 2) % D;
-            dst[d] = (src[d] * c[d] + src[partner] * s[d]) * factor;
-          }
-        }
-        std::copy(row + (H + KV) * D, row + (H + 2 * KV) * D, v + (size_t)m * KV * D);
+        rotate(y.data() + (size_t)m * weights.N, layout, cos, sin, position(positions, m, table),
+               q + (size_t)m * H * D, k + (size_t)m * KV * D, v + (size_t)m * KV * D);
       }
     });
   }
@@ -95,7 +78,7 @@ class DecodeProjection : public mx::Primitive {
     return o != nullptr && o->group_ == group_ && o->bits_ == bits_ && o->eps_ == eps_ &&
         o->layout_.heads == layout_.heads && o->layout_.kv_heads == layout_.kv_heads &&
         o->layout_.dim == layout_.dim && o->layout_.traditional == layout_.traditional &&
-        o->layout_.scale == layout_.scale;
+        o->layout_.scale == layout_.scale && o->int8_ == int8_;
   }
 
   std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& inputs) override {
@@ -111,6 +94,7 @@ class DecodeProjection : public mx::Primitive {
   int group_, bits_;
   float eps_;
   Layout layout_;
+  bool int8_;
 };
 
 }  // namespace
@@ -119,7 +103,7 @@ std::vector<mx::array> decode_projection(const mx::array& x, const mx::array& w,
                                          const mx::array& biases, int group_size, int bits, const mx::array& norm,
                                          float eps, const mx::array& cos, const mx::array& sin,
                                          const mx::array& positions, int heads, int kv_heads, int dim,
-                                         bool traditional, float scale) {
+                                         bool traditional, float scale, bool int8) {
   if (bits != 4 && bits != 8) throw std::invalid_argument("plumbline projection: bits must be 4 or 8");
   if (group_size % 32 != 0) throw std::invalid_argument("plumbline projection: group size must be a multiple of 32");
   int K = static_cast<int>(w.shape(1)) * 32 / bits;
@@ -140,7 +124,7 @@ std::vector<mx::array> decode_projection(const mx::array& x, const mx::array& w,
   auto stream = mx::default_stream(mx::Device::cpu);
   Layout layout{heads, kv_heads, dim, traditional, scale};
   return mx::array::make_arrays(DecodeProjection::shapes(rows, layout), {mx::float32, mx::float32, mx::float32},
-                                std::make_shared<DecodeProjection>(stream, group_size, bits, eps, layout),
+                                std::make_shared<DecodeProjection>(stream, group_size, bits, eps, layout, int8),
                                 {x, w, scales, biases, norm, cos, sin, positions});
 }
 

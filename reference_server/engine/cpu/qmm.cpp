@@ -235,29 +235,38 @@ void run_chunk(const void* context, int chunk) {
     wide ? rows<4, true>(q, begin, end) : rows<4, false>(q, begin, end);
 }
 
+}  // namespace
+
+void transform_row(const View& x, const Transform& t, int m, int K, std::vector<float>& row) {
+  int width = t.swiglu ? 2 * K : K;
+  row.resize(width);
+  x.row(m, width, row.data());
+  if (t.swiglu) {
+    // silu(gate) * up, with silu(g) = g * sigmoid(g) = g / (1 + e^-g), as nn.silu.
+    std::vector<float> e(K);
+    for (int k = 0; k < K; k++) e[k] = -row[k];
+    exp_inplace(e.data(), K);
+    for (int k = 0; k < K; k++) row[k] = row[k] * (1.0f / (1.0f + e[k])) * row[K + k];
+  }
+  if (t.norm != nullptr) {
+    float sum = 0;
+    for (int k = 0; k < K; k++) sum += row[k] * row[k];
+    float scale = 1.0f / std::sqrt(sum / K + t.eps);
+    for (int k = 0; k < K; k++) row[k] = t.norm[k] * (row[k] * scale);
+  }
+}
+
+namespace {
+
 // The kernel's input rows: read through their strides, transformed, and for 4 bits each chunk
 // of values reordered to line up with the decoded nibbles: AVX-512 decodes 16 bytes into the
 // 16 even then the 16 odd positions of 32 values; AVX2 decodes 8 bytes, so per 16 values the 8
 // even then the 8 odd positions.
 void prepare(const View& x, const Transform& t, int M, int K, int bits, float* out) {
-  int width = t.swiglu ? 2 * K : K;
-  std::vector<float> row(width);
+  std::vector<float> row;
   int span = bits == 4 ? (detect() == Isa::avx512 ? 16 : 8) : 0;
   for (int m = 0; m < M; m++) {
-    x.row(m, width, row.data());
-    if (t.swiglu) {
-      // silu(gate) * up, with silu(g) = g * sigmoid(g) = g / (1 + e^-g), as nn.silu.
-      std::vector<float> e(K);
-      for (int k = 0; k < K; k++) e[k] = -row[k];
-      exp_inplace(e.data(), K);
-      for (int k = 0; k < K; k++) row[k] = row[k] * (1.0f / (1.0f + e[k])) * row[K + k];
-    }
-    if (t.norm != nullptr) {
-      float sum = 0;
-      for (int k = 0; k < K; k++) sum += row[k] * row[k];
-      float scale = 1.0f / std::sqrt(sum / K + t.eps);
-      for (int k = 0; k < K; k++) row[k] = t.norm[k] * (row[k] * scale);
-    }
+    transform_row(x, t, m, K, row);
     float* o = out + (size_t)m * K;
     if (span == 0) {
       std::memcpy(o, row.data(), sizeof(float) * K);
@@ -274,14 +283,16 @@ void prepare(const View& x, const Transform& t, int M, int K, int bits, float* o
 
 class QuantizedMatmul : public mx::UnaryPrimitive {
  public:
-  QuantizedMatmul(mx::Stream stream, int group, int bits, bool norm, float eps, bool swiglu, bool residual)
+  QuantizedMatmul(mx::Stream stream, int group, int bits, bool norm, float eps, bool swiglu, bool residual,
+                  bool int8)
       : mx::UnaryPrimitive(stream),
         group_(group),
         bits_(bits),
         norm_(norm),
         eps_(eps),
         swiglu_(swiglu),
-        residual_(residual) {}
+        residual_(residual),
+        int8_(int8) {}
 
   void eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) override {
     const mx::array &w = inputs[1], &scales = inputs[2], &biases = inputs[3];
@@ -302,7 +313,7 @@ class QuantizedMatmul : public mx::UnaryPrimitive {
     if (residual_) residual.emplace(inputs[next++]);
     Weights weights{w.data<uint8_t>(), scales.data<void>(), biases.data<void>(), scales.dtype() == mx::float16,
                     N, K, group_, bits_};
-    encoder.dispatch([x = View(inputs[0]), t = Transform{norm, eps_, swiglu_}, weights,
+    encoder.dispatch([x = View(inputs[0]), t = Transform{norm, eps_, swiglu_, int8_}, weights,
                       residual = std::move(residual), op = out.data<float>(), M]() {
       std::vector<float> added;
       const float* add = nullptr;
@@ -328,7 +339,7 @@ class QuantizedMatmul : public mx::UnaryPrimitive {
   bool is_equivalent(const mx::Primitive& other) const override {
     auto* o = dynamic_cast<const QuantizedMatmul*>(&other);
     return o != nullptr && o->group_ == group_ && o->bits_ == bits_ && o->norm_ == norm_ && o->eps_ == eps_ &&
-        o->swiglu_ == swiglu_ && o->residual_ == residual_;
+        o->swiglu_ == swiglu_ && o->residual_ == residual_ && o->int8_ == int8_;
   }
 
   std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& inputs) override {
@@ -341,13 +352,14 @@ class QuantizedMatmul : public mx::UnaryPrimitive {
   int group_, bits_;
   bool norm_;
   float eps_;
-  bool swiglu_, residual_;
+  bool swiglu_, residual_, int8_;
 };
 
 }  // namespace
 
 void quantized_product(const View& x, const Transform& t, const Weights& w, int M, const float* residual,
                        float* out) {
+  if (t.int8 && int8_product(x, t, w, M, residual, out)) return;
   Problem p{x.data,
             w.w,
             w.half ? nullptr : static_cast<const float*>(w.scales),
@@ -374,7 +386,7 @@ void quantized_product(const View& x, const Transform& t, const Weights& w, int 
 mx::array quantized_matmul(const mx::array& x, const mx::array& w, const mx::array& scales,
                            const mx::array& biases, int group_size, int bits,
                            const std::optional<mx::array>& norm, float eps, bool swiglu,
-                           const std::optional<mx::array>& residual) {
+                           const std::optional<mx::array>& residual, bool int8) {
   if (bits != 4 && bits != 8) throw std::invalid_argument("plumbline qmm: bits must be 4 or 8");
   if (group_size % 32 != 0) throw std::invalid_argument("plumbline qmm: group size must be a multiple of 32");
   if (x.dtype() != mx::float32 || (scales.dtype() != mx::float32 && scales.dtype() != mx::float16) ||
@@ -403,7 +415,8 @@ mx::array quantized_matmul(const mx::array& x, const mx::array& w, const mx::arr
   }
   return mx::array(
       shape, mx::float32,
-      std::make_shared<QuantizedMatmul>(stream, group_size, bits, norm.has_value(), eps, swiglu, residual.has_value()),
+      std::make_shared<QuantizedMatmul>(stream, group_size, bits, norm.has_value(), eps, swiglu, residual.has_value(),
+                                        int8),
       std::move(inputs));
 }
 

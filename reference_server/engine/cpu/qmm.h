@@ -24,6 +24,10 @@ struct View {
         strides(a.strides().begin(), a.strides().end()),
         contiguous(a.flags().row_contiguous) {}
 
+  // Contiguous rows of `width` floats.
+  View(const float* rows_data, int rows, int width)
+      : data(rows_data), shape{rows, width}, strides{width, 1}, contiguous(true) {}
+
   void row(int64_t index, int width, float* out) const {
     if (contiguous) {
       std::memcpy(out, data + index * width, sizeof(float) * width);
@@ -43,7 +47,12 @@ struct Transform {
   const float* norm;  // RMS norm weight (K), or null
   float eps;
   bool swiglu;
+  // Round the transformed rows to int8 per 32 values (qmm_int8.cpp) where the CPU has VNNI.
+  bool int8 = false;
 };
+
+// Row m of x, transformed (SwiGLU, then RMS norm), into row[0, K) (`row` is resized).
+void transform_row(const View& x, const Transform& t, int m, int K, std::vector<float>& row);
 
 // The weights of one product: MLX's affine layout (see qmm.cpp), scales and biases float32 or
 // float16 (`half`).
@@ -57,6 +66,11 @@ struct Weights {
 
 // out (M, N) = [residual +] transform(x) @ dequantize(w).T, over the pool's threads. Runs in
 // the calling thread (a dispatched task of MLX's CPU stream).
+// The product with int8 activations (qmm_int8.cpp); false, having done nothing, where the CPU
+// lacks AVX-512 VNNI or the group size is not 32, 64 or 128.
+bool int8_product(const View& x, const Transform& t, const Weights& w, int M, const float* residual, float* out);
+bool int8_available();
+
 void quantized_product(const View& x, const Transform& t, const Weights& w, int M, const float* residual,
                        float* out);
 

@@ -17,9 +17,10 @@ pytestmark = pytest.mark.mlx
 PROMPTS = [[(7 * i) % 997 + 10 for i in range(250)], [(11 * i) % 991 + 20 for i in range(31)], [5, 6]]
 
 
-def pair(tokenizer: Any, precision: str, *, dense: bool = True) -> tuple[Any, Any]:
+def pair(tokenizer: Any, precision: str, *, dense: bool = True, int8: bool = False) -> tuple[Any, Any]:
     """(mlx-lm's model, the rebuilt one) with the same weights at `precision`; `dense`: float32
-    copies for prefill (OpenBLAS), else the kernel computes prefill too."""
+    copies for prefill (OpenBLAS), else the kernel computes prefill too; `int8`: the kernel's
+    products on int8 input rows (precision `q4-int8`, where the CPU has VNNI)."""
     import mlx.core as mx
 
     from reference_server.engine.decode import install_fast_decode
@@ -36,7 +37,7 @@ def pair(tokenizer: Any, precision: str, *, dense: bool = True) -> tuple[Any, An
             kernel = load_kernel()
             if kernel is None:
                 pytest.skip("the CPU kernel cannot be built here")
-            use_cpu_kernel(model, kernel, dense=dense)
+            use_cpu_kernel(model, kernel, dense=dense, int8=int8)
         models.append(model)
     assert install_fast_decode(models[1])
     mx.eval(models[0].parameters(), models[1].parameters())
@@ -78,12 +79,72 @@ def test_rebuilt_blocks_compute_what_mlx_lm_computes(
 ) -> None:
     import mlx.core as mx
 
+    # Float input rows (the default): with int8 ones (`q4-int8`) a last-bit difference in a norm
+    # computed by MLX or by the kernel can round a value to the next int8 step, so the two would
+    # differ by more than summation order. The int8 rounding is tested exactly in
+    # test_kernels.py, and its effect on answers in test_quality.py.
     reference, fast = pair(smollm2_tokenizer, precision)
     # 250 + 10 positions cross the cache's 256-position growth step.
     expected, got = decode(reference, batched, 10), decode(fast, batched, 10)
     for want, have in zip(expected, got, strict=True):
         assert mx.array_equal(mx.argmax(want, axis=-1), mx.argmax(have, axis=-1))
         assert float(mx.max(mx.abs(want - have))) < 1e-3 * max(1.0, float(mx.max(mx.abs(want))))
+
+
+@pytest.mark.parametrize("int8", [False, True])
+@pytest.mark.parametrize("batched", [False, True])
+def test_the_whole_layer_step_computes_what_the_separate_operations_compute(
+    smollm2_tokenizer: Any, monkeypatch: pytest.MonkeyPatch, int8: bool, batched: bool
+) -> None:
+    # cpu/layer.cpp (one operation a layer, the KV written in place) against the projection,
+    # mlx-lm's cache update, attention and compiled rest it replaces: the same numbers, past the
+    # cache's growth step, alone and in a left-padded batch.
+    import mlx.core as mx
+
+    from reference_server.engine import decode as fast_decode
+    from reference_server.engine.quantized import cpu_kernel, int8_activations
+
+    _, fast = pair(smollm2_tokenizer, "q4", int8=int8)
+    kernel = cpu_kernel()
+    if int8 and not int8_activations():
+        pytest.skip("this CPU has no AVX-512 VNNI")
+    calls = []
+    layer_step = kernel.decode_layer
+    monkeypatch.setattr(kernel, "decode_layer", lambda *a, **k: calls.append(1) or layer_step(*a, **k))
+    whole = decode(fast, batched, 10)
+    assert len(calls) == 10 * len(fast.model.layers) * (1 if batched else len(PROMPTS))
+    monkeypatch.setattr(fast_decode, "_owns_room", lambda cache: False)
+    separate = decode(fast, batched, 10)
+    assert len(calls) == 10 * len(fast.model.layers) * (1 if batched else len(PROMPTS))
+    for a, b in zip(whole, separate, strict=True):
+        assert mx.array_equal(a, b)
+
+
+def test_a_restored_prefix_is_never_written_through(smollm2_tokenizer: Any) -> None:
+    # The whole-layer step writes the cache in place: a prompt cache restored from a prefix
+    # entry (PrefixCache.restore: views of the entry's arrays, no spare room) must grow into a
+    # buffer of its own before the first write, leaving the entry as it was.
+    import mlx.core as mx
+    import numpy as np
+    from mlx_lm.models.cache import make_prompt_cache
+
+    _, fast = pair(smollm2_tokenizer, "q4")
+    prompt = PROMPTS[0]
+    cache = make_prompt_cache(fast)
+    fast(mx.array([prompt[:100]]), cache=cache)
+    entry = [(mx.contiguous(c.keys[..., :100, :]), mx.contiguous(c.values[..., :100, :])) for c in cache]
+    mx.eval(entry)
+    snapshot = [(np.array(k), np.array(v)) for k, v in entry]  # copies
+    restored = make_prompt_cache(fast)
+    for layer, (keys, values) in zip(restored, entry, strict=True):
+        layer.keys, layer.values, layer.offset = keys[..., :60, :], values[..., :60, :], 60
+    tokens = mx.array([[prompt[60]]])
+    for _ in range(5):
+        tokens = mx.argmax(fast(tokens, cache=restored)[:, -1, :], axis=-1)[:, None]
+    mx.eval(tokens, [c.keys for c in restored])
+    for (keys, values), (k0, v0) in zip(entry, snapshot, strict=True):
+        assert np.array_equal(np.array(keys), k0)
+        assert np.array_equal(np.array(values), v0)
 
 
 def test_other_architectures_are_left_alone(smollm2_tokenizer: Any) -> None:

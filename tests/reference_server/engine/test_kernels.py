@@ -61,6 +61,61 @@ def test_quantized_matmul_matches_mlx(kernel: Any, bits: int, group: int, rows: 
     assert close(got, reference(x, q, scales, biases, group, bits))
 
 
+def rounded(x: Any) -> Any:
+    """x with each 32 values rounded to int8 steps of their own (max |x| / 127), as the int8
+    products (cpu/qmm_int8.cpp) round their input rows."""
+    import mlx.core as mx
+
+    blocks = x.reshape(-1, 32)
+    step = mx.max(mx.abs(blocks), axis=-1, keepdims=True) / 127.0
+    inverse = mx.where(step > 0, 1.0 / mx.where(step > 0, step, 1.0), 0.0)
+    return (mx.round(blocks * inverse) * step).reshape(x.shape)
+
+
+@pytest.fixture
+def int8(kernel: Any) -> Any:
+    if not kernel.int8():
+        pytest.skip("this CPU has no AVX-512 VNNI: the int8 products are not built for it")
+    return kernel
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("group", [32, 64, 128])
+@pytest.mark.parametrize("rows", [1, 3, 4, 8, 13])
+@pytest.mark.parametrize("width", [256, 384])  # 384: a last 4-bit superblock of 128 values
+def test_int8_products_are_the_rounded_rows_times_the_weights(
+    int8: Any, bits: int, group: int, rows: int, width: int
+) -> None:
+    import mlx.core as mx
+
+    key = mx.random.key(bits * 1000 + group * 10 + rows + width)
+    w = mx.random.normal((133, width), key=key)
+    x = mx.random.normal((rows, width), key=mx.random.key(rows + 100))
+    q, scales, biases = mx.quantize(w, group_size=group, bits=bits)
+    half_scales, half_biases = scales.astype(mx.float16), biases.astype(mx.float16)
+    for s, b in ((scales, biases), (half_scales, half_biases)):
+        got = int8.quantized_matmul(x, q, s, b, group, bits, int8=True)
+        # Exactly the rounded x times the weights (float summation order aside) ...
+        assert close(got, reference(rounded(x), q, s, b, group, bits), 2e-5)
+        # ... which is off the float product by the rounding only: a wrong block, lane or
+        # scale would be off by the size of the values themselves.
+        error = float(mx.max(mx.abs(got - reference(x, q, s, b, group, bits))))
+        assert 0 < error < 0.05 * float(mx.max(mx.abs(got)))
+
+
+def test_int8_rows_do_not_depend_on_their_batch(int8: Any) -> None:
+    import mlx.core as mx
+
+    w = mx.random.normal((200, 576), key=mx.random.key(12))
+    q, scales, biases = mx.quantize(w, group_size=32, bits=4)
+    x = mx.random.normal((7, 576), key=mx.random.key(13))
+    norm = mx.random.normal((576,), key=mx.random.key(14))
+    batch = int8.quantized_matmul(x, q, scales, biases, 32, 4, norm, 1e-5, int8=True)
+    for i in range(7):
+        alone = int8.quantized_matmul(x[i : i + 1], q, scales, biases, 32, 4, norm, 1e-5, int8=True)
+        assert mx.array_equal(alone, batch[i : i + 1])
+
+
 def test_inputs_are_read_through_their_strides(kernel: Any) -> None:
     import mlx.core as mx
 

@@ -20,6 +20,7 @@ from reference_server.engine.precision import choose_precision
         ("auto", "vlm-dir", True, True, "f32"),
         ("auto", "gguf", False, False, None),  # Metal: the weights as loaded
         ("q8", "tiny-random", True, True, "q8"),
+        ("q4-int8", "gguf", True, True, "q4"),  # q4 weights (int8 input rows: loading.py)
         ("f32", "gguf", False, False, "f32"),
     ],
 )

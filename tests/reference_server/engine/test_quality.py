@@ -9,11 +9,15 @@ greedy answers coherent).
   lossy conversion, through the very same kernel) land about 0.19 nats per token below float32,
   outside the tolerance.
 - Stop reasons: on prompts SmolLM2 answers in a sentence, the default precision ends its turn
-  ("stop", the API's end_turn) exactly where float32 does.
+  ("stop", the API's end_turn) exactly where float32 does. `q4-int8` (int8 input rows, as
+  llama.cpp multiplies) is within the log-likelihood tolerance but fails this one, as llama.cpp
+  does on the same file: "What is the capital of France?" starts "L'Étoile, la ..." and loops
+  to the token limit instead of answering "Paris" (the first token is a near tie); hence opt-in.
 
 Measured on the reference machine: float32 -2.37956 nats/token over the answer's 92 tokens, q4
 (the GGUF's own weights) -2.37956, q8 -2.38252, the broken 4-bit/64 conversion -2.57401, 3-bit
--2.92486, 2-bit -9.21784.
+-2.92486, 2-bit -9.21784. q4-int8 (2026-12-06, another machine): -2.37057 against float32's
+-2.37894 there.
 """
 
 from __future__ import annotations
@@ -50,15 +54,19 @@ def served(gguf: Any, precision: str | None, *, broken: bool = False) -> Any:
     from reference_server.engine.gguf import load_gguf_model
     from reference_server.engine.kernels import load_kernel
     from reference_server.engine.loading import prepare_text_model
+    from reference_server.engine.precision import choose_precision
     from reference_server.engine.quantized import apply_precision
 
     model, _ = load_gguf_model(gguf)
-    apply_precision(model, "f32" if broken else precision or "q4")  # type: ignore[arg-type]
+    apply_precision(
+        model, "f32" if broken else choose_precision(precision or "auto", kind="gguf", cpu=True, kernel=True)
+    )  # type: ignore[arg-type]
     if broken:
         quantize(model, group_size=64, bits=4, class_predicate=lambda _p, m: isinstance(m, Linear))
     cpu = mx.default_device() == mx.cpu
     kernel = load_kernel() if cpu and (broken or precision != "f32") else None
-    prepare_text_model(model, kernel, cpu=cpu, fast_blas=enable_fast_blas("auto") == "openblas")
+    blas = enable_fast_blas("auto") == "openblas"
+    prepare_text_model(model, kernel, cpu=cpu, fast_blas=blas, int8=precision == "q4-int8")
     return model
 
 
@@ -99,7 +107,8 @@ def reference(smollm2_gguf: Any, smollm2_tokenizer: Any) -> float:
     return prefilled_log_likelihood(served(smollm2_gguf, "f32"), ids, start)
 
 
-@pytest.mark.parametrize("precision", [None, "q8"])  # None: the default, auto (q4 on the kernel)
+# None: the default, auto (q4 on the kernel); q4-int8: on int8 input rows where the CPU has VNNI.
+@pytest.mark.parametrize("precision", [None, "q8", "q4-int8"])
 def test_quantized_log_likelihood_is_within_tolerance_of_float32(
     smollm2_gguf: Any, smollm2_tokenizer: Any, reference: float, precision: str | None
 ) -> None:
