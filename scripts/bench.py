@@ -226,6 +226,97 @@ async def bench_overhead(args: argparse.Namespace, engine: Any, request: Any) ->
     }
 
 
+# --- head to head with llama.cpp, alternating ----------------------------------------------
+
+
+def resident_bytes() -> int:
+    """This process's resident memory (VmRSS)."""
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS"))
+
+
+def dense_copy_bytes(engine: Any) -> int:
+    """Bytes of the float32 copies the quantized layers keep for prefill (quantized.py)."""
+    model = engine._scheduler._model  # a measurement of the loaded model, nothing changed
+    return sum(module["dense"].nbytes for _, module in model.named_modules() if "dense" in module)
+
+
+async def bench_head_to_head(args: argparse.Namespace) -> dict[str, Any]:
+    """Our engine (the defaults) and llama.cpp's AVX-512 build, both loaded, measured in turn
+    `--rounds` times, the order swapped every round: this machine's speed drifts by a third over
+    minutes (a shared host), and a comparator measured minutes later carries that drift into its
+    ratio. Per round: single-stream decode and prefill of each, and our aggregate decode at 8
+    streams; each ratio is taken within its round, the reported one is their median (the
+    worst round's too). Resident memory: what loading and warming each up added to its process."""
+    from bench_llama_cpp import BUILDS, LlamaChild
+
+    from reference_server.engine import load_engine
+    from reference_server.engine.base import EngineRequest, Sampling, Turn
+    from reference_server.engine.mlx import ServingLimits
+
+    before = resident_bytes()
+    limits = ServingLimits(max_batch=max(8, *args.streams), cache_min_tokens=1024)
+    engine = await asyncio.to_thread(load_engine, args.model, limits=limits)
+    model_id = engine.models()[0].id
+
+    def ask(text: str, max_tokens: int = args.max_tokens) -> EngineRequest:
+        return EngineRequest(model_id, (Turn("user", text),), max_tokens, Sampling(temperature=0))
+
+    prompt = padded_text(engine.tokenizer, args.prompt_tokens)
+    await _timeline(engine, ask(f"Warm-up. {prompt}"))
+    ours_resident = resident_bytes() - before
+    llama = LlamaChild(args, "avx512", padded_text)
+    rounds: list[dict[str, float]] = []
+    try:
+        for n in range(args.rounds):
+            step(f"round {n + 1} of {args.rounds}")
+            figures: dict[str, float] = {}
+
+            async def ours(n: int = n, figures: dict[str, float] = figures) -> None:
+                figures["ours_decode"] = _single(await _timeline(engine, ask(f"Single {n}. {prompt}")))[
+                    "decode_tok_s"
+                ]
+                # A prompt of its own each round: no prefix of it is cached.
+                text = padded_text(engine.tokenizer, args.prefill_tokens, f"Head to head {n}. ")
+                tokens = await engine.count_tokens(ask(text))
+                figures["ours_prefill"] = tokens / _single(await _timeline(engine, ask(text, 1)))["ttft_s"]
+                streams = [ask(f"Round {n}, stream {i}. {prompt}") for i in range(8)]
+                lines = await asyncio.gather(*(_timeline(engine, r) for r in streams))
+                figures["ours_agg8"] = window_rate(lines)[0]
+
+            def theirs(figures: dict[str, float] = figures) -> None:
+                figures["llama_decode"] = llama.run("prompt", args.max_tokens)["decode_tok_s"]
+                prefill = llama.run("prefill", 1)
+                figures["llama_prefill"] = prefill["prompt_tokens"] / prefill["ttft_s"]
+
+            if n % 2 == 0:
+                await ours()
+                theirs()
+            else:
+                theirs()
+                await ours()
+            figures["decode_ratio"] = figures["ours_decode"] / figures["llama_decode"]
+            figures["prefill_ratio"] = figures["ours_prefill"] / figures["llama_prefill"]
+            figures["agg8_ratio"] = figures["ours_agg8"] / figures["llama_decode"]
+            rounds.append(figures)
+        dense = dense_copy_bytes(engine)
+    finally:
+        llama.close()
+        await engine.aclose()
+    out: dict[str, Any] = {"rounds": rounds, "comparator": "llama.cpp AVX-512 (" + BUILDS["avx512"][1] + ")"}
+    for key in ("decode_ratio", "prefill_ratio", "agg8_ratio", *rounds[0]):
+        values = [r[key] for r in rounds]
+        out[key] = {"median": statistics.median(values), "worst": min(values)}
+    llama_resident = llama.ready["rss_after"] - llama.ready["rss_before"]
+    out["resident"] = {
+        "ours_bytes": ours_resident,
+        "llama_cpp_bytes": llama_resident,
+        "ratio": ours_resident / llama_resident,
+        "ours_float32_prefill_copies_bytes": dense,
+    }
+    return out
+
+
 # --- bare mlx-lm on the same loaded model --------------------------------------------------
 
 
@@ -298,6 +389,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cache-prompt-tokens", type=int, default=6000)
     parser.add_argument("--streams", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4, 8, 16])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds against llama.cpp")
     parser.add_argument("--with-llama-cpp", action="store_true", help="also measure llama.cpp (opt-in)")
     parser.add_argument("--skip", default="", help="comma-separated comparators not to measure (e.g. mlx_lm)")
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
@@ -305,7 +397,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.max_tokens, args.prefill_tokens, args.cache_prompt_tokens = 16, 256, 1200
-        args.streams, args.runs = [1, 4], 1
+        args.streams, args.runs, args.rounds = [1, 4], 1, 2
     from reference_server.engine.blas import enable_fast_blas
 
     blas = enable_fast_blas("auto")  # before MLX loads, for every engine in this process
@@ -328,6 +420,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         for key, build in (("llama_cpp_avx512", "avx512"), ("llama_cpp", "avx2")):
             steps.append((key, lambda build=build: bench_llama_cpp(args, build, padded_text)))
+        steps.append(("head_to_head", lambda: asyncio.run(bench_head_to_head(args))))
     skipped = set(filter(None, args.skip.split(",")))
     for key, step in steps:
         if key in skipped:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -46,10 +47,17 @@ def llama_python(build: str) -> Path:
     return python
 
 
+# The child: loads the GGUF, warms up, says it is ready (with its resident memory before and
+# after loading), then answers one JSON line per command line: {"text": "prompt" or "prefill",
+# "max_tokens": n} -> prompt tokens, time to first token, decode tok/s.
 LLAMA_CHILD = r"""
 import json, sys, time
+def rss():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS"))
 from llama_cpp import Llama
 spec = json.loads(sys.argv[1])
+before = rss()
 llm = Llama(model_path=spec["gguf"], n_ctx=4096, n_threads=spec["threads"], n_batch=512, verbose=False)
 def run(text, max_tokens):
     tokens = llm.tokenize(text.encode(), add_bos=False, special=True)
@@ -63,51 +71,85 @@ def run(text, max_tokens):
             break
     return {"prompt_tokens": len(tokens), "ttft_s": first - began,
             "decode_tok_s": (n - 1) / (last - first) if n > 1 else 0.0}
-out = {}
 for _ in range(2):
     run(spec["prompt"], 2)  # warm-up
-prefill = [run(spec["prefill"], 1) for _ in range(spec["runs"])]
-singles = [run(spec["prompt"], spec["max_tokens"]) for _ in range(spec["runs"])]
-med = lambda xs: sorted(xs)[len(xs) // 2]
-out["prefill_tokens"] = prefill[0]["prompt_tokens"]
-out["prefill_tok_s"] = prefill[0]["prompt_tokens"] / med([r["ttft_s"] for r in prefill])
-out["ttft_s"] = med([r["ttft_s"] for r in singles])
-out["decode_tok_s"] = med([r["decode_tok_s"] for r in singles])
-print(json.dumps(out))
+print(json.dumps({"ready": True, "rss_before": before, "rss_after": rss()}), flush=True)
+for line in sys.stdin:
+    command = json.loads(line)
+    print(json.dumps(run(spec[command["text"]], command["max_tokens"])), flush=True)
 """
+
+
+class LlamaChild:
+    """llama.cpp (build `build`) in a child process that stays loaded between measurements, so
+    they can alternate with ours (bench.py's head-to-head)."""
+
+    def __init__(self, args: Any, build: str, padded_text: Any) -> None:
+        from reference_server.engine.base import Turn
+        from reference_server.engine.gguf import read_gguf
+        from reference_server.engine.sources import find_smollm2_gguf
+        from reference_server.engine.tokenizer import ChatTokenizer
+
+        self.gguf = find_smollm2_gguf(fetch=False)
+        _, meta = read_gguf(self.gguf)
+        tokenizer = ChatTokenizer.from_gguf(meta)
+        spec = {
+            "gguf": str(self.gguf),
+            "threads": len(os.sched_getaffinity(0)),
+            # The exact prompt texts our engine reads, chat template included.
+            "prompt": tokenizer.render((Turn("user", padded_text(tokenizer, args.prompt_tokens)),)),
+            "prefill": tokenizer.render(
+                (Turn("user", padded_text(tokenizer, args.prefill_tokens, "Prefill. ")),)
+            ),
+        }
+        self.build = build
+        self.process = subprocess.Popen(
+            [llama_python(build), "-c", LLAMA_CHILD, json.dumps(spec)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.ready: dict[str, Any] = self._answer()
+
+    def _answer(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"llama.cpp ({self.build}) exited with {self.process.wait()}")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def run(self, text: str, max_tokens: int) -> dict[str, Any]:
+        """One generation of `text` ("prompt" or "prefill"), timed by the child."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps({"text": text, "max_tokens": max_tokens}) + "\n")
+        self.process.stdin.flush()
+        return self._answer()
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait(timeout=60)
 
 
 def bench_llama_cpp(args: Any, build: str, padded_text: Any) -> dict[str, Any]:
     """Prefill, time to first token and decode of llama.cpp (build `build`) on the prompts our
-    engine reads (`padded_text` is bench.py's)."""
-    from reference_server.engine.base import Turn
-    from reference_server.engine.gguf import read_gguf
-    from reference_server.engine.sources import find_smollm2_gguf
-    from reference_server.engine.tokenizer import ChatTokenizer
-
-    gguf = find_smollm2_gguf(fetch=False)
-    _, meta = read_gguf(gguf)
-    tokenizer = ChatTokenizer.from_gguf(meta)
-    spec = {
-        "gguf": str(gguf),
-        "threads": len(os.sched_getaffinity(0)),
-        "runs": args.runs,
-        "max_tokens": args.max_tokens,
-        # The exact prompt texts our engine reads, chat template included.
-        "prompt": tokenizer.render((Turn("user", padded_text(tokenizer, args.prompt_tokens)),)),
-        "prefill": tokenizer.render(
-            (Turn("user", padded_text(tokenizer, args.prefill_tokens, "Prefill. ")),)
-        ),
+    engine reads (`padded_text` is bench.py's), medians of `args.runs`."""
+    try:
+        child = LlamaChild(args, build, padded_text)
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        return {"error": str(exc)}
+    try:
+        prefill = [child.run("prefill", 1) for _ in range(args.runs)]
+        singles = [child.run("prompt", args.max_tokens) for _ in range(args.runs)]
+    finally:
+        child.close()
+    return {
+        "prefill_tokens": prefill[0]["prompt_tokens"],
+        "prefill_tok_s": prefill[0]["prompt_tokens"] / statistics.median(r["ttft_s"] for r in prefill),
+        "ttft_s": statistics.median(r["ttft_s"] for r in singles),
+        "decode_tok_s": statistics.median(r["decode_tok_s"] for r in singles),
+        "resident_bytes": child.ready["rss_after"] - child.ready["rss_before"],
+        "gguf": child.gguf.name,
+        "build": BUILDS[build][1],
     }
-    done = subprocess.run(
-        [llama_python(build), "-c", LLAMA_CHILD, json.dumps(spec)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        return {"error": done.stderr.strip().splitlines()[-3:]}
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    result["gguf"] = gguf.name
-    result["build"] = BUILDS[build][1]
-    return result

@@ -42,7 +42,7 @@ from .quantized import (
     concatenate_linears,
     cpu_kernel,
     float_matmul,
-    int8_activations,
+    input_bits,
     kernel_matmul,
     linear_parts,
 )
@@ -254,7 +254,7 @@ class FastLlamaBlock(TransformerBlock):
                 config.dim,
                 self.self_attn.rope.traditional,
                 config.scale,
-                int8_activations(),
+                input_bits(),
             )
         else:
             queries, keys, values = before(x, *angles.rows, *first)
@@ -283,7 +283,7 @@ class FastLlamaBlock(TransformerBlock):
             self.self_attn.rope.traditional,
             config.scale,
             length,
-            15 if int8_activations() else 0,  # a bit per product: q/k/v, o, gate/up, down
+            input_bits(),
         )
         # A new array, as mlx-lm does: `+=` would change the positions array in place, and this
         # step's later layers read it.
@@ -435,8 +435,8 @@ def _compiled(
 ) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """The compiled halves of a decode step for one layer configuration (shared by all layers
     that have it: their weights are arguments)."""
-    # int8_activations() is read while tracing: part of the key.
-    key = (config, qkv, o_proj, gate_up, down, int8_activations())
+    # input_bits() is read while tracing: part of the key.
+    key = (config, qkv, o_proj, gate_up, down, input_bits())
     cache: dict[tuple[Any, ...], tuple[Callable[..., Any], Callable[..., Any]]] = vars(_COMPILED).setdefault(
         "functions", {}
     )

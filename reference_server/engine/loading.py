@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from .blas import BlasInUse
-from .precision import Precision, PrecisionChoice, choose_precision
+from .precision import Precision, PrecisionChoice, choose_precision, input_rows
 from .sources import TINY_RANDOM_CONTEXT, ModelSource
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ def load_model(
 
     if chosen is not None:
         apply_precision(model, chosen)
-    prepare_text_model(model, kernel, cpu=cpu, fast_blas=fast_cpu, int8=precision == "q4-int8")
+    prepare_text_model(model, kernel, cpu=cpu, fast_blas=fast_cpu, activations=input_rows(precision))
     _warm_up(model)
     grammars, problem = _grammar_compiler(tokenizer)
     served = describe_precision(model)
@@ -106,16 +106,16 @@ def load_model(
 
 
 def prepare_text_model(
-    model: Any, kernel: ModuleType | None, *, cpu: bool, fast_blas: bool, int8: bool = False
+    model: Any, kernel: ModuleType | None, *, cpu: bool, fast_blas: bool, activations: int = 0
 ) -> None:
     """Set a text model's weights up for serving, as converted: quantized layers on the CPU
-    kernel (`int8`: on int8 input rows, precision.py's `q4-int8`), llama blocks rebuilt for the
-    CPU (decode.py), large attention through NumPy on the OpenBLAS path (attention.py). Nothing
-    on a GPU."""
+    kernel (on input rows rounded to `activations` bits, precision.py's `input_rows`), llama
+    blocks rebuilt for the CPU (decode.py), large attention through NumPy on the OpenBLAS path
+    (attention.py). Nothing on a GPU."""
     if kernel is not None:
         from .quantized import use_cpu_kernel
 
-        use_cpu_kernel(model, kernel, dense=fast_blas, int8=int8)
+        use_cpu_kernel(model, kernel, dense=fast_blas, activations=activations)
     if cpu:
         from .decode import install_fast_decode
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-__all__ = ["PRECISION_CHOICES", "Precision", "PrecisionChoice", "choose_precision"]
+__all__ = ["PRECISION_CHOICES", "Precision", "PrecisionChoice", "choose_precision", "input_rows"]
 
 Precision = Literal["f32", "q8", "q4"]
 PrecisionChoice = Literal["auto", "f32", "q8", "q4", "q4-int8"]
@@ -43,3 +43,9 @@ def choose_precision(requested: PrecisionChoice, *, kind: str, cpu: bool, kernel
     if kind in ("tiny-random", "tiny-random-vlm", "vlm-dir") or not kernel:
         return "f32"
     return "q4"
+
+
+def input_rows(requested: PrecisionChoice) -> int:
+    """The integer width the CPU kernel rounds its products' input rows to: 8 for `q4-int8`
+    (quantized.use_cpu_kernel: where the CPU has AVX-512 VNNI), else 0 (floats)."""
+    return 8 if requested == "q4-int8" else 0

@@ -32,7 +32,7 @@ __all__ = [
     "cpu_kernel",
     "describe_precision",
     "float_matmul",
-    "int8_activations",
+    "input_bits",
     "kernel_matmul",
     "linear_parts",
     "use_cpu_kernel",
@@ -87,10 +87,10 @@ def describe_precision(model: Module) -> str:
     return kinds.pop() if len(kinds) == 1 else "mixed"
 
 
-# The kernel module of kernels.py, once `use_cpu_kernel` has installed it, and whether its
-# products round their input rows to int8 (see `use_cpu_kernel`).
+# The kernel module of kernels.py, once `use_cpu_kernel` has installed it, and the integer width
+# its products round their input rows to (0: none; see `use_cpu_kernel`).
 _kernel: ModuleType | None = None
-_int8 = False
+_activations = 0
 
 
 def cpu_kernel() -> ModuleType | None:
@@ -98,23 +98,24 @@ def cpu_kernel() -> ModuleType | None:
     return _kernel
 
 
-def int8_activations() -> bool:
-    """Whether the kernel's products round their input rows to int8 (`use_cpu_kernel`)."""
-    return _int8
+def input_bits() -> int:
+    """The integer width the kernel's products round their input rows to: 8, or 0 (they
+    multiply floats), see `use_cpu_kernel`."""
+    return _activations
 
 
-def use_cpu_kernel(model: Module, kernel: ModuleType, *, dense: bool = True, int8: bool = False) -> int:
+def use_cpu_kernel(model: Module, kernel: ModuleType, *, dense: bool = True, activations: int = 0) -> int:
     """Route the affine 4- and 8-bit layers of `model` through `kernel` (kernels.py); return how
     many layers now use it. `dense`: keep float32 copies of the linear layers for prefill (on
-    OpenBLAS); without them (the reference BLAS) the kernel computes prefill too. `int8` (where
-    the CPU has AVX-512 VNNI): the kernel rounds each 32 input values to int8 with a scale of
-    their own and multiplies in integers, as llama.cpp does (cpu/qmm_int8.cpp); else it
-    multiplies the float input by the weights widened to float."""
-    global _kernel, _int8
+    OpenBLAS); without them (the reference BLAS) the kernel computes prefill too.
+    `activations` 8 (where the CPU has AVX-512 VNNI, else 0): the kernel rounds each 32 input
+    values to int8 with a scale of their own and multiplies in integers, as llama.cpp does
+    (cpu/qmm_int8.cpp); 0: it multiplies the float input by the weights widened to float."""
+    global _kernel, _activations
     _kernel = kernel
-    _int8 = int8 and bool(kernel.int8())
-    if int8 and not _int8:
-        _log.warning("int8 input rows need AVX-512 VNNI, which this CPU lacks; multiplying floats")
+    _activations = activations if activations == 8 and kernel.vnni() else 0
+    if activations and not _activations:
+        _log.warning("integer input rows need AVX-512 VNNI, which this CPU lacks; multiplying floats")
     count = 0
     for _, module in _modules(model):
         swapped: type[Module] | None = None
@@ -162,7 +163,7 @@ def kernel_matmul(
     few = x.size <= KERNEL_MAX_ROWS * x.shape[-1]
     if _kernel is not None and x.dtype == mx.float32 and (few or dense is None):
         result: mx.array = _kernel.quantized_matmul(
-            x, weight, scales, biases, group_size, bits, norm, eps, swiglu, residual, _int8
+            x, weight, scales, biases, group_size, bits, norm, eps, swiglu, residual, _activations
         )
         return result
     if dense is not None:

@@ -7,8 +7,8 @@
 //   RMS norm, q/k/v product, rotary embedding (queries scaled)  -> the new key and value are
 //   written into the cache buffers at column `length`; attention of each row over
 //   [left_padding, length]; h = x + attention @ o; out = h + down(swiglu(gate_up(norm(h)))).
-// Each product is qmm.h's (int8 activations where asked and available), so the numbers are the
-// ones the separate primitives give.
+// Each product is qmm.h's (on integer input rows where asked and available), so the numbers
+// are the ones the separate primitives give.
 //
 // The cache buffers are written in place, and returned as the outputs `keys` and `values`
 // (sharing the inputs' memory): the caller guarantees that nothing else can read the buffers'
@@ -65,14 +65,14 @@ Weights weights_at(const std::vector<mx::array>& inputs, int at, Format f) {
 class DecodeLayer : public mx::Primitive {
  public:
   DecodeLayer(mx::Stream stream, std::vector<Format> formats, float eps, Heads heads, int length, bool padded,
-              int int8)
+              int activations)
       : mx::Primitive(stream),
         formats_(std::move(formats)),
         eps_(eps),
         heads_(heads),
         length_(length),
         padded_(padded),
-        int8_(int8) {}
+        activations_(activations) {}
 
   void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override {
     for (int i = kNorm1; i <= kSin; i++) {
@@ -98,14 +98,14 @@ class DecodeLayer : public mx::Primitive {
                       positions = inputs[kPositions], keys = CacheView(inputs[kKeys]),
                       values = CacheView(inputs[kValues]), padding = std::move(padding),
                       out = outputs[0].data<float>(), rows, hidden, eps = eps_, heads = heads_, length = length_,
-                      int8 = int8_]() {
+                      activations = activations_]() {
       const int H = heads.heads, KV = heads.kv_heads, D = heads.dim, G = H / KV;
       // The residual stream's rows, contiguous: the output projection adds them.
       std::vector<float> residual((size_t)rows * hidden);
       for (int m = 0; m < rows; m++) x.row(m, hidden, residual.data() + (size_t)m * hidden);
       // Norm, q/k/v product, rotation; the new keys and values go into the cache at `length`.
       std::vector<float> y((size_t)rows * qkv.N), queries((size_t)rows * H * D), fresh(2 * (size_t)KV * D);
-      quantized_product(x, Transform{norm1, eps, false, (int8 & 1) != 0}, qkv, rows, nullptr, y.data());
+      quantized_product(x, Transform{norm1, eps, false, activations}, qkv, rows, nullptr, y.data());
       for (int m = 0; m < rows; m++) {
         float* k = fresh.data();
         float* v = fresh.data() + (size_t)KV * D;
@@ -132,11 +132,11 @@ class DecodeLayer : public mx::Primitive {
       attend(queries.data(), keys, values, starts.data(), attention.data(), rows, KV, G, D, length + 1);
       // h = x + attention @ o; out = h + down(swiglu(gate_up(norm(h)))).
       std::vector<float> h((size_t)rows * hidden), wide((size_t)rows * gate_up.N);
-      quantized_product(View(attention.data(), rows, H * D), Transform{nullptr, 0.0f, false, (int8 & 2) != 0}, o, rows,
+      quantized_product(View(attention.data(), rows, H * D), Transform{nullptr, 0.0f, false, activations}, o, rows,
                         residual.data(), h.data());
-      quantized_product(View(h.data(), rows, hidden), Transform{norm2, eps, false, (int8 & 4) != 0}, gate_up, rows, nullptr,
+      quantized_product(View(h.data(), rows, hidden), Transform{norm2, eps, false, activations}, gate_up, rows, nullptr,
                         wide.data());
-      quantized_product(View(wide.data(), rows, gate_up.N), Transform{nullptr, 0.0f, true, (int8 & 8) != 0}, down, rows,
+      quantized_product(View(wide.data(), rows, gate_up.N), Transform{nullptr, 0.0f, true, activations}, down, rows,
                         h.data(), out);
     });
   }
@@ -151,7 +151,7 @@ class DecodeLayer : public mx::Primitive {
 
   bool is_equivalent(const mx::Primitive& other) const override {
     auto* o = dynamic_cast<const DecodeLayer*>(&other);
-    if (o == nullptr || o->eps_ != eps_ || o->length_ != length_ || o->padded_ != padded_ || o->int8_ != int8_)
+    if (o == nullptr || o->eps_ != eps_ || o->length_ != length_ || o->padded_ != padded_ || o->activations_ != activations_)
       return false;
     for (size_t i = 0; i < formats_.size(); i++) {
       if (o->formats_[i].group != formats_[i].group || o->formats_[i].bits != formats_[i].bits) return false;
@@ -170,7 +170,7 @@ class DecodeLayer : public mx::Primitive {
   Heads heads_;
   int length_;
   bool padded_;
-  int int8_;
+  int activations_;
 };
 
 void check_linear(const std::vector<mx::array>& inputs, int at, int group, int bits, int K, const char* name) {
@@ -188,7 +188,7 @@ void check_linear(const std::vector<mx::array>& inputs, int at, int group, int b
 
 std::vector<mx::array> decode_layer(const std::vector<mx::array>& arrays, const std::vector<int>& formats, float eps,
                                     int heads, int kv_heads, int dim, bool traditional, float scale, int length,
-                                    int int8) {
+                                    int activations) {
   if (arrays.size() != kPadding && arrays.size() != kPadding + 1)
     throw std::invalid_argument("plumbline layer: x, 2 norms, 4 x (weight, scales, biases), cos, sin, positions, "
                                 "keys, values[, left_padding]");
@@ -235,7 +235,7 @@ std::vector<mx::array> decode_layer(const std::vector<mx::array>& arrays, const 
   Heads layout{heads, kv_heads, dim, traditional, scale};
   return mx::array::make_arrays({x.shape(), keys.shape(), values.shape()}, {mx::float32, mx::float32, mx::float32},
                                 std::make_shared<DecodeLayer>(stream, std::move(parsed), eps, layout, length, padded,
-                                                              int8),
+                                                              activations),
                                 arrays);
 }
 

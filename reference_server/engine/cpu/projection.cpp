@@ -31,8 +31,8 @@ using Layout = Heads;
 
 class DecodeProjection : public mx::Primitive {
  public:
-  DecodeProjection(mx::Stream stream, int group, int bits, float eps, Layout layout, bool int8)
-      : mx::Primitive(stream), group_(group), bits_(bits), eps_(eps), layout_(layout), int8_(int8) {}
+  DecodeProjection(mx::Stream stream, int group, int bits, float eps, Layout layout, int activations)
+      : mx::Primitive(stream), group_(group), bits_(bits), eps_(eps), layout_(layout), activations_(activations) {}
 
   void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override {
     const mx::array &w = inputs[1], &scales = inputs[2], &biases = inputs[3], &norm = inputs[4];
@@ -51,7 +51,7 @@ class DecodeProjection : public mx::Primitive {
     int M = static_cast<int>(inputs[0].size() / K);
     Weights weights{w.data<uint8_t>(), scales.data<void>(), biases.data<void>(), scales.dtype() == mx::float16,
                     N, K, group_, bits_};
-    encoder.dispatch([x = View(inputs[0]), t = Transform{norm.data<float>(), eps_, false, int8_}, weights, M,
+    encoder.dispatch([x = View(inputs[0]), t = Transform{norm.data<float>(), eps_, false, activations_}, weights, M,
                       layout = layout_, cos = cos.data<float>(), sin = sin.data<float>(), table = cos.shape(0),
                       positions, q = outputs[0].data<float>(), k = outputs[1].data<float>(),
                       v = outputs[2].data<float>()]() {
@@ -78,7 +78,7 @@ class DecodeProjection : public mx::Primitive {
     return o != nullptr && o->group_ == group_ && o->bits_ == bits_ && o->eps_ == eps_ &&
         o->layout_.heads == layout_.heads && o->layout_.kv_heads == layout_.kv_heads &&
         o->layout_.dim == layout_.dim && o->layout_.traditional == layout_.traditional &&
-        o->layout_.scale == layout_.scale && o->int8_ == int8_;
+        o->layout_.scale == layout_.scale && o->activations_ == activations_;
   }
 
   std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& inputs) override {
@@ -94,7 +94,7 @@ class DecodeProjection : public mx::Primitive {
   int group_, bits_;
   float eps_;
   Layout layout_;
-  bool int8_;
+  int activations_;
 };
 
 }  // namespace
@@ -103,7 +103,7 @@ std::vector<mx::array> decode_projection(const mx::array& x, const mx::array& w,
                                          const mx::array& biases, int group_size, int bits, const mx::array& norm,
                                          float eps, const mx::array& cos, const mx::array& sin,
                                          const mx::array& positions, int heads, int kv_heads, int dim,
-                                         bool traditional, float scale, bool int8) {
+                                         bool traditional, float scale, int activations) {
   if (bits != 4 && bits != 8) throw std::invalid_argument("plumbline projection: bits must be 4 or 8");
   if (group_size % 32 != 0) throw std::invalid_argument("plumbline projection: group size must be a multiple of 32");
   int K = static_cast<int>(w.shape(1)) * 32 / bits;
@@ -124,7 +124,7 @@ std::vector<mx::array> decode_projection(const mx::array& x, const mx::array& w,
   auto stream = mx::default_stream(mx::Device::cpu);
   Layout layout{heads, kv_heads, dim, traditional, scale};
   return mx::array::make_arrays(DecodeProjection::shapes(rows, layout), {mx::float32, mx::float32, mx::float32},
-                                std::make_shared<DecodeProjection>(stream, group_size, bits, eps, layout, int8),
+                                std::make_shared<DecodeProjection>(stream, group_size, bits, eps, layout, activations),
                                 {x, w, scales, biases, norm, cos, sin, positions});
 }
 

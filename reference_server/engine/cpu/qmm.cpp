@@ -284,7 +284,7 @@ void prepare(const View& x, const Transform& t, int M, int K, int bits, float* o
 class QuantizedMatmul : public mx::UnaryPrimitive {
  public:
   QuantizedMatmul(mx::Stream stream, int group, int bits, bool norm, float eps, bool swiglu, bool residual,
-                  bool int8)
+                  int activations)
       : mx::UnaryPrimitive(stream),
         group_(group),
         bits_(bits),
@@ -292,7 +292,7 @@ class QuantizedMatmul : public mx::UnaryPrimitive {
         eps_(eps),
         swiglu_(swiglu),
         residual_(residual),
-        int8_(int8) {}
+        activations_(activations) {}
 
   void eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) override {
     const mx::array &w = inputs[1], &scales = inputs[2], &biases = inputs[3];
@@ -313,7 +313,7 @@ class QuantizedMatmul : public mx::UnaryPrimitive {
     if (residual_) residual.emplace(inputs[next++]);
     Weights weights{w.data<uint8_t>(), scales.data<void>(), biases.data<void>(), scales.dtype() == mx::float16,
                     N, K, group_, bits_};
-    encoder.dispatch([x = View(inputs[0]), t = Transform{norm, eps_, swiglu_, int8_}, weights,
+    encoder.dispatch([x = View(inputs[0]), t = Transform{norm, eps_, swiglu_, activations_}, weights,
                       residual = std::move(residual), op = out.data<float>(), M]() {
       std::vector<float> added;
       const float* add = nullptr;
@@ -339,7 +339,7 @@ class QuantizedMatmul : public mx::UnaryPrimitive {
   bool is_equivalent(const mx::Primitive& other) const override {
     auto* o = dynamic_cast<const QuantizedMatmul*>(&other);
     return o != nullptr && o->group_ == group_ && o->bits_ == bits_ && o->norm_ == norm_ && o->eps_ == eps_ &&
-        o->swiglu_ == swiglu_ && o->residual_ == residual_ && o->int8_ == int8_;
+        o->swiglu_ == swiglu_ && o->residual_ == residual_ && o->activations_ == activations_;
   }
 
   std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& inputs) override {
@@ -352,14 +352,15 @@ class QuantizedMatmul : public mx::UnaryPrimitive {
   int group_, bits_;
   bool norm_;
   float eps_;
-  bool swiglu_, residual_, int8_;
+  bool swiglu_, residual_;
+  int activations_;
 };
 
 }  // namespace
 
 void quantized_product(const View& x, const Transform& t, const Weights& w, int M, const float* residual,
                        float* out) {
-  if (t.int8 && int8_product(x, t, w, M, residual, out)) return;
+  if (t.activations != 0 && integer_product(x, t, w, M, residual, out)) return;
   Problem p{x.data,
             w.w,
             w.half ? nullptr : static_cast<const float*>(w.scales),
@@ -386,7 +387,7 @@ void quantized_product(const View& x, const Transform& t, const Weights& w, int 
 mx::array quantized_matmul(const mx::array& x, const mx::array& w, const mx::array& scales,
                            const mx::array& biases, int group_size, int bits,
                            const std::optional<mx::array>& norm, float eps, bool swiglu,
-                           const std::optional<mx::array>& residual, bool int8) {
+                           const std::optional<mx::array>& residual, int activations) {
   if (bits != 4 && bits != 8) throw std::invalid_argument("plumbline qmm: bits must be 4 or 8");
   if (group_size % 32 != 0) throw std::invalid_argument("plumbline qmm: group size must be a multiple of 32");
   if (x.dtype() != mx::float32 || (scales.dtype() != mx::float32 && scales.dtype() != mx::float16) ||
@@ -416,7 +417,7 @@ mx::array quantized_matmul(const mx::array& x, const mx::array& w, const mx::arr
   return mx::array(
       shape, mx::float32,
       std::make_shared<QuantizedMatmul>(stream, group_size, bits, norm.has_value(), eps, swiglu, residual.has_value(),
-                                        int8),
+                                        activations),
       std::move(inputs));
 }
 

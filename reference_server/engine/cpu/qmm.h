@@ -47,8 +47,9 @@ struct Transform {
   const float* norm;  // RMS norm weight (K), or null
   float eps;
   bool swiglu;
-  // Round the transformed rows to int8 per 32 values (qmm_int8.cpp) where the CPU has VNNI.
-  bool int8 = false;
+  // 0: multiply the float rows; 8: round the transformed rows to int8 per 32 values first and
+  // multiply in integers (qmm_int8.cpp), where the CPU has AVX-512 VNNI.
+  int activations = 0;
 };
 
 // Row m of x, transformed (SwiGLU, then RMS norm), into row[0, K) (`row` is resized).
@@ -66,10 +67,10 @@ struct Weights {
 
 // out (M, N) = [residual +] transform(x) @ dequantize(w).T, over the pool's threads. Runs in
 // the calling thread (a dispatched task of MLX's CPU stream).
-// The product with int8 activations (qmm_int8.cpp); false, having done nothing, where the CPU
+// The product on integer input rows (qmm_int8.cpp); false, having done nothing, where the CPU
 // lacks AVX-512 VNNI or the group size is not 32, 64 or 128.
-bool int8_product(const View& x, const Transform& t, const Weights& w, int M, const float* residual, float* out);
-bool int8_available();
+bool integer_product(const View& x, const Transform& t, const Weights& w, int M, const float* residual, float* out);
+bool vnni_available();
 
 void quantized_product(const View& x, const Transform& t, const Weights& w, int M, const float* residual,
                        float* out);

@@ -1,4 +1,4 @@
-// The quantized product with int8 activations (qmm.h's `int8_product`): AVX-512 VNNI.
+// The quantized product with int8 activations (qmm.h's `integer_product`): AVX-512 VNNI.
 //
 // The float kernel (qmm.cpp) widens every 4-bit weight to a float and multiplies it in float:
 // about ten instructions per 32 weights per row of x, which made the products most of a decode
@@ -237,12 +237,12 @@ void quantize_rows(const View& x, const Transform& t, int M, int K, int bits, in
 
 }  // namespace
 
-bool int8_available() {
+bool vnni_available() {
   return has_vnni();
 }
 
-bool int8_product(const View& x, const Transform& t, const Weights& w, int M, const float* residual, float* out) {
-  if (!has_vnni() || (w.group != 32 && w.group != 64 && w.group != 128) || w.K % w.group != 0) return false;
+bool integer_product(const View& x, const Transform& t, const Weights& w, int M, const float* residual, float* out) {
+  if (!has_vnni() || t.activations != 8 || (w.group != 32 && w.group != 64 && w.group != 128) || w.K % w.group != 0) return false;
   Activations a;
   quantize_rows(x, t, M, w.K, w.bits, w.group, a);
   Problem p{&a,

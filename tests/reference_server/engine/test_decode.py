@@ -37,7 +37,7 @@ def pair(tokenizer: Any, precision: str, *, dense: bool = True, int8: bool = Fal
             kernel = load_kernel()
             if kernel is None:
                 pytest.skip("the CPU kernel cannot be built here")
-            use_cpu_kernel(model, kernel, dense=dense, int8=int8)
+            use_cpu_kernel(model, kernel, dense=dense, activations=8 if int8 else 0)
         models.append(model)
     assert install_fast_decode(models[1])
     mx.eval(models[0].parameters(), models[1].parameters())
@@ -102,11 +102,11 @@ def test_the_whole_layer_step_computes_what_the_separate_operations_compute(
     import mlx.core as mx
 
     from reference_server.engine import decode as fast_decode
-    from reference_server.engine.quantized import cpu_kernel, int8_activations
+    from reference_server.engine.quantized import cpu_kernel, input_bits
 
     _, fast = pair(smollm2_tokenizer, "q4", int8=int8)
     kernel = cpu_kernel()
-    if int8 and not int8_activations():
+    if int8 and not input_bits():
         pytest.skip("this CPU has no AVX-512 VNNI")
     calls = []
     layer_step = kernel.decode_layer

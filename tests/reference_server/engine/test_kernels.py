@@ -74,7 +74,7 @@ def rounded(x: Any) -> Any:
 
 @pytest.fixture
 def int8(kernel: Any) -> Any:
-    if not kernel.int8():
+    if not kernel.vnni():
         pytest.skip("this CPU has no AVX-512 VNNI: the int8 products are not built for it")
     return kernel
 
@@ -94,7 +94,7 @@ def test_int8_products_are_the_rounded_rows_times_the_weights(
     q, scales, biases = mx.quantize(w, group_size=group, bits=bits)
     half_scales, half_biases = scales.astype(mx.float16), biases.astype(mx.float16)
     for s, b in ((scales, biases), (half_scales, half_biases)):
-        got = int8.quantized_matmul(x, q, s, b, group, bits, int8=True)
+        got = int8.quantized_matmul(x, q, s, b, group, bits, activations=8)
         # Exactly the rounded x times the weights (float summation order aside) ...
         assert close(got, reference(rounded(x), q, s, b, group, bits), 2e-5)
         # ... which is off the float product by the rounding only: a wrong block, lane or
@@ -110,9 +110,9 @@ def test_int8_rows_do_not_depend_on_their_batch(int8: Any) -> None:
     q, scales, biases = mx.quantize(w, group_size=32, bits=4)
     x = mx.random.normal((7, 576), key=mx.random.key(13))
     norm = mx.random.normal((576,), key=mx.random.key(14))
-    batch = int8.quantized_matmul(x, q, scales, biases, 32, 4, norm, 1e-5, int8=True)
+    batch = int8.quantized_matmul(x, q, scales, biases, 32, 4, norm, 1e-5, activations=8)
     for i in range(7):
-        alone = int8.quantized_matmul(x[i : i + 1], q, scales, biases, 32, 4, norm, 1e-5, int8=True)
+        alone = int8.quantized_matmul(x[i : i + 1], q, scales, biases, 32, 4, norm, 1e-5, activations=8)
         assert mx.array_equal(alone, batch[i : i + 1])
 
 

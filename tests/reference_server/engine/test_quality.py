@@ -54,7 +54,7 @@ def served(gguf: Any, precision: str | None, *, broken: bool = False) -> Any:
     from reference_server.engine.gguf import load_gguf_model
     from reference_server.engine.kernels import load_kernel
     from reference_server.engine.loading import prepare_text_model
-    from reference_server.engine.precision import choose_precision
+    from reference_server.engine.precision import choose_precision, input_rows
     from reference_server.engine.quantized import apply_precision
 
     model, _ = load_gguf_model(gguf)
@@ -66,7 +66,7 @@ def served(gguf: Any, precision: str | None, *, broken: bool = False) -> Any:
     cpu = mx.default_device() == mx.cpu
     kernel = load_kernel() if cpu and (broken or precision != "f32") else None
     blas = enable_fast_blas("auto") == "openblas"
-    prepare_text_model(model, kernel, cpu=cpu, fast_blas=blas, int8=precision == "q4-int8")
+    prepare_text_model(model, kernel, cpu=cpu, fast_blas=blas, activations=input_rows(precision or "auto"))
     return model
 
 
