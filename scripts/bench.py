@@ -247,12 +247,14 @@ async def bench_head_to_head(args: argparse.Namespace) -> dict[str, Any]:
     minutes (a shared host), and a comparator measured minutes later carries that drift into its
     ratio. Per round: single-stream decode and prefill of each, and our aggregate decode at 8
     streams; each ratio is taken within its round, the reported one is their median (the
-    worst round's too). Resident memory: what loading and warming each up added to its process."""
+    worst round's too). Where the CPU has VNNI, also our single stream on int8 input rows
+    (`q4-int8`). Resident memory: what loading and warming each up added to its process."""
     from bench_llama_cpp import BUILDS, LlamaChild
 
     from reference_server.engine import load_engine
     from reference_server.engine.base import EngineRequest, Sampling, Turn
     from reference_server.engine.mlx import ServingLimits
+    from reference_server.engine.quantized import input_bits, set_input_bits
 
     before = resident_bytes()
     limits = ServingLimits(max_batch=max(8, *args.streams), cache_min_tokens=1024)
@@ -283,6 +285,13 @@ async def bench_head_to_head(args: argparse.Namespace) -> dict[str, Any]:
                 streams = [ask(f"Round {n}, stream {i}. {prompt}") for i in range(8)]
                 lines = await asyncio.gather(*(_timeline(engine, r) for r in streams))
                 figures["ours_agg8"] = window_rate(lines)[0]
+                # The same model on int8 input rows (--precision q4-int8: llama.cpp's arithmetic).
+                if set_input_bits(8) == 0 and input_bits() == 8:
+                    try:
+                        line = await _timeline(engine, ask(f"Int8 {n}. {prompt}"))
+                        figures["int8_decode"] = _single(line)["decode_tok_s"]
+                    finally:
+                        set_input_bits(0)
 
             def theirs(figures: dict[str, float] = figures) -> None:
                 figures["llama_decode"] = llama.run("prompt", args.max_tokens)["decode_tok_s"]
@@ -298,13 +307,15 @@ async def bench_head_to_head(args: argparse.Namespace) -> dict[str, Any]:
             figures["decode_ratio"] = figures["ours_decode"] / figures["llama_decode"]
             figures["prefill_ratio"] = figures["ours_prefill"] / figures["llama_prefill"]
             figures["agg8_ratio"] = figures["ours_agg8"] / figures["llama_decode"]
+            if "int8_decode" in figures:
+                figures["int8_decode_ratio"] = figures["int8_decode"] / figures["llama_decode"]
             rounds.append(figures)
         dense = dense_copy_bytes(engine)
     finally:
         llama.close()
         await engine.aclose()
     out: dict[str, Any] = {"rounds": rounds, "comparator": "llama.cpp AVX-512 (" + BUILDS["avx512"][1] + ")"}
-    for key in ("decode_ratio", "prefill_ratio", "agg8_ratio", *rounds[0]):
+    for key in rounds[0]:
         values = [r[key] for r in rounds]
         out[key] = {"median": statistics.median(values), "worst": min(values)}
     llama_resident = llama.ready["rss_after"] - llama.ready["rss_before"]

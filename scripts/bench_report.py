@@ -23,8 +23,27 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             }
         )
 
-    # Issue 19, section 3: against llama.cpp's single stream, the AVX-512 build (the same vector
-    # units as our kernels) and the AVX2 build of the earlier figures.
+    # Issue 36: against llama.cpp AVX-512, alternating in one process pair (head_to_head): the
+    # median of the per-round ratios, and the worst round's in the comparator column.
+    head = results.get("head_to_head") or {}
+    for name, key, goal in (
+        ("single-stream decode / llama.cpp AVX-512 (alternating rounds, median)", "decode_ratio", 1.1),
+        ("prefill / llama.cpp AVX-512 (alternating rounds, median)", "prefill_ratio", 1.2),
+        ("aggregate decode at 8 streams / llama.cpp AVX-512 single stream (alternating)", "agg8_ratio", 3.0),
+        ("single-stream decode on int8 input rows (q4-int8) / llama.cpp AVX-512", "int8_decode_ratio", None),
+    ):
+        if key in head:
+            row(name, head[key]["median"], goal, f"llama.cpp AVX-512; worst round {head[key]['worst']:.3f}")
+    if "resident" in head:
+        resident = head["resident"]
+        row(
+            "resident memory of the loaded model / llama.cpp's",
+            resident["ratio"],
+            None,
+            f"{resident['ours_bytes'] / 2**20:.0f} MiB against {resident['llama_cpp_bytes'] / 2**20:.0f} MiB",
+        )
+    # Issue 19, section 3: against llama.cpp's single stream, each measured once after ours, the
+    # AVX-512 build (the same vector units as our kernels) and the AVX2 build of the earlier figures.
     for key, label in (("llama_cpp_avx512", "llama.cpp AVX-512"), ("llama_cpp", "llama.cpp AVX2 (earlier)")):
         llama = results.get(key) or {}
         decode, prefill = llama.get("decode_tok_s"), llama.get("prefill_tok_s")

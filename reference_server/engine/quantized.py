@@ -1,8 +1,9 @@
 """Weights at a precision (precision.py says which): conversion, and the CPU quantized layers.
 
-On the CPU the quantized layers call the kernel of kernels.py for a few rows (decode steps)
-and dequantize into an SGEMM for many (prefill chunks), where OpenBLAS is faster. Imports MLX:
-the worker thread only, after `blas.enable_fast_blas`.
+On the CPU the quantized layers call the kernel of kernels.py, for prefill chunks too; only
+layers given float32 copies (`use_cpu_kernel(dense=True)`, no longer what the server does)
+send many rows to an SGEMM on them. Imports MLX: the worker thread only, after
+`blas.enable_fast_blas`.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ __all__ = [
     "input_bits",
     "kernel_matmul",
     "linear_parts",
+    "set_input_bits",
     "use_cpu_kernel",
 ]
 
@@ -104,10 +106,20 @@ def input_bits() -> int:
     return _activations
 
 
+def set_input_bits(bits: int) -> int:
+    """Switch the installed kernel's input rows to `bits` (8 where the CPU has VNNI, else 0) and
+    return what was in force: bench.py measures both on one loaded model between requests."""
+    global _activations
+    before = _activations
+    _activations = bits if bits == 8 and _kernel is not None and _kernel.vnni() else 0
+    return before
+
+
 def use_cpu_kernel(model: Module, kernel: ModuleType, *, dense: bool = True, activations: int = 0) -> int:
     """Route the affine 4- and 8-bit layers of `model` through `kernel` (kernels.py); return how
     many layers now use it. `dense`: keep float32 copies of the linear layers for prefill (on
-    OpenBLAS); without them (the reference BLAS) the kernel computes prefill too.
+    OpenBLAS; the server no longer does, loading.py says why); without them the kernel
+    computes prefill too.
     `activations` 8 (where the CPU has AVX-512 VNNI, else 0): the kernel rounds each 32 input
     values to int8 with a scale of their own and multiplies in integers, as llama.cpp does
     (cpu/qmm_int8.cpp); 0: it multiplies the float input by the weights widened to float."""
