@@ -229,10 +229,41 @@ async def bench_overhead(args: argparse.Namespace, engine: Any, request: Any) ->
 # --- head to head with llama.cpp, alternating ----------------------------------------------
 
 
-def resident_bytes() -> int:
-    """This process's resident memory (VmRSS)."""
+# Our engine's resident memory, in a process of its own (as llama.cpp's child measures its own):
+# what loading the model and one short generation add once MLX and the server are imported.
+OURS_RESIDENT = r"""
+import asyncio, json, sys
+sys.path.insert(0, sys.argv[2])
+from reference_server.engine.blas import enable_fast_blas
+enable_fast_blas("auto")
+import mlx.core
+from reference_server.engine import load_engine
+from reference_server.engine.base import EngineRequest, Sampling, Turn
+def rss():
     with open("/proc/self/status") as status:
         return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS"))
+async def main():
+    before = rss()
+    engine = await asyncio.to_thread(load_engine, sys.argv[1])
+    turns = (Turn("user", "Hello there."),)
+    request = EngineRequest(engine.models()[0].id, turns, 16, Sampling(temperature=0))
+    [d async for d in engine.generate(request)]
+    after = rss()
+    await engine.aclose()
+    print(json.dumps({"rss_before": before, "rss_after": after}))
+asyncio.run(main())
+"""
+
+
+def ours_resident_bytes(model: str) -> int:
+    """What our engine adds to a fresh process's resident memory (`OURS_RESIDENT`)."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", OURS_RESIDENT, model, str(ROOT)], capture_output=True, text=True, check=True
+    )
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    return int(figures["rss_after"]) - int(figures["rss_before"])
 
 
 def dense_copy_bytes(engine: Any) -> int:
@@ -256,7 +287,6 @@ async def bench_head_to_head(args: argparse.Namespace) -> dict[str, Any]:
     from reference_server.engine.mlx import ServingLimits
     from reference_server.engine.quantized import input_bits, set_input_bits
 
-    before = resident_bytes()
     limits = ServingLimits(max_batch=max(8, *args.streams), cache_min_tokens=1024)
     engine = await asyncio.to_thread(load_engine, args.model, limits=limits)
     model_id = engine.models()[0].id
@@ -266,7 +296,6 @@ async def bench_head_to_head(args: argparse.Namespace) -> dict[str, Any]:
 
     prompt = padded_text(engine.tokenizer, args.prompt_tokens)
     await _timeline(engine, ask(f"Warm-up. {prompt}"))
-    ours_resident = resident_bytes() - before
     llama = LlamaChild(args, "avx512", padded_text)
     rounds: list[dict[str, float]] = []
     try:
@@ -319,6 +348,7 @@ async def bench_head_to_head(args: argparse.Namespace) -> dict[str, Any]:
         values = [r[key] for r in rounds]
         out[key] = {"median": statistics.median(values), "worst": min(values)}
     llama_resident = llama.ready["rss_after"] - llama.ready["rss_before"]
+    ours_resident = ours_resident_bytes(args.model)
     out["resident"] = {
         "ours_bytes": ours_resident,
         "llama_cpp_bytes": llama_resident,
