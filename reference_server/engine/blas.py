@@ -41,6 +41,8 @@ BlasMode = Literal["auto", "openblas", "bundled"]
 BlasInUse = Literal["openblas", "bundled", "native"]
 
 _log = logging.getLogger(__name__)
+# log2 of the cycles an idle OpenBLAS helper spins before it sleeps (its minimum, 4).
+OPENBLAS_THREAD_TIMEOUT = 4
 _lock = threading.Lock()
 _in_use: BlasInUse | None = None
 # The handles must outlive the call: unloading would leave MLX calling into freed code.
@@ -130,6 +132,12 @@ def _unavailable(mode: BlasMode, why: str) -> BlasInUse:
 
 
 def _load_openblas() -> None:
+    # OpenBLAS reads this once, when it loads (importing scipy_openblas32 loads it). Its
+    # helper threads otherwise spin for 2**28 cycles after each call, and a decode step calls
+    # it every few milliseconds, so a helper never sleeps: on tiny-random (float32, its output
+    # projection on OpenBLAS) one burnt 11.1 s CPU beside an 11.6 s decode; 2**4 cycles: 4.1 s.
+    # SmolLM2 (q4) decodes and prefills as fast as before (measured alternating, 2026-12-06).
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", str(OPENBLAS_THREAD_TIMEOUT))
     try:
         import scipy_openblas32
     except ImportError as exc:

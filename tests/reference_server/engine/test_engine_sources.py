@@ -142,6 +142,50 @@ def test_openblas_shim_computes_correct_products(tmp_path: Path) -> None:
     assert list((tmp_path / "blas").glob("cblas-shim-*.so"))
 
 
+IDLE_CPU = """
+    import resource, time
+    from reference_server.engine.blas import enable_fast_blas
+    assert enable_fast_blas("openblas") == "openblas"
+    import mlx.core as mx
+    x, w = mx.ones((1, 64)), mx.ones((49152, 64))  # tiny-random's output projection
+    for _ in range(200):  # a decode's products, a few milliseconds apart
+        mx.eval(mx.matmul(x, w.T, stream=mx.cpu))
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    time.sleep(0.5)  # the process does nothing: only a spinning helper thread uses the CPU
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    print(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux BLAS set-up")
+def test_openblas_helpers_sleep_between_decode_steps(tmp_path: Path) -> None:
+    # OpenBLAS's helper threads spin 2**28 cycles (~0.1 s) after each call by default; a decode
+    # calls it every few milliseconds, so one spun a whole core beside the engine. A user's own
+    # OPENBLAS_THREAD_TIMEOUT is kept, which also shows this measurement sees a spinning helper.
+    pytest.importorskip("scipy_openblas32")
+    pytest.importorskip("mlx.core")
+
+    def idle_cpu(**env: str) -> float:
+        done = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(IDLE_CPU)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={
+                "PLUMBLINE_CACHE_DIR": str(tmp_path),
+                "PATH": "/usr/bin:/bin",
+                "PLUMBLINE_BLAS_THREADS": "2",
+                **env,
+            },
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return float(done.stdout)
+
+    assert idle_cpu() < 0.03
+    assert idle_cpu(OPENBLAS_THREAD_TIMEOUT="28") > 0.05
+
+
 def test_too_late_for_openblas_falls_back_or_raises(tmp_path: Path) -> None:
     pytest.importorskip("mlx.core")
     done = run_python(
