@@ -87,13 +87,13 @@ def test_failed_fetch_says_what_to_run(nothing_installed: Path, monkeypatch: pyt
         find_smollm2_gguf()
 
 
-def run_python(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def run_python(code: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
         capture_output=True,
         text=True,
         timeout=120,
-        env={"PLUMBLINE_CACHE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        env={"PLUMBLINE_CACHE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin", **env},
         check=False,
     )
 
@@ -166,19 +166,7 @@ def test_openblas_helpers_sleep_between_decode_steps(tmp_path: Path) -> None:
     pytest.importorskip("mlx.core")
 
     def idle_cpu(**env: str) -> float:
-        done = subprocess.run(
-            [sys.executable, "-c", textwrap.dedent(IDLE_CPU)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={
-                "PLUMBLINE_CACHE_DIR": str(tmp_path),
-                "PATH": "/usr/bin:/bin",
-                "PLUMBLINE_BLAS_THREADS": "2",
-                **env,
-            },
-            check=False,
-        )
+        done = run_python(IDLE_CPU, tmp_path, PLUMBLINE_BLAS_THREADS="2", **env)
         assert done.returncode == 0, done.stderr
         return float(done.stdout)
 
