@@ -23,7 +23,15 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from conformance.judging.checks import ConformanceFailure, expect, expect_error, json_object, read
+from conformance.judging.checks import (
+    ConformanceFailure,
+    expect,
+    expect_error,
+    json_object,
+    read,
+    status_key,
+    status_subject,
+)
 from conformance.wire.drivers import message_body
 from conformance.wire.target import Target
 
@@ -112,6 +120,8 @@ def count_input_tokens(
         "HTTP 200 from count_tokens",
         f"HTTP {response.status_code}: {response.text[:300]}",
         reason="wrong-status",
+        subject=status_subject(response),
+        key=status_key(response),
     )
     answer = json_object(response, "the count_tokens answer")
     return read(answer, "input_tokens", int, where="the count_tokens answer"), answer

@@ -18,6 +18,16 @@ import httpx
 
 from conformance.catalogue import Level
 from conformance.judging import schemas
+from conformance.judging.answers import (
+    answer_key,
+    body_shape,
+    refusal_key,
+    request_label,
+    request_of,
+    request_route,
+    status_key,
+    status_subject,
+)
 
 __all__ = [
     "ERROR_STATUS",
@@ -27,6 +37,7 @@ __all__ = [
     "ConformanceFailure",
     "NotJudged",
     "Unsupported",
+    "body_shape",
     "expect",
     "expect_envelope",
     "expect_equal",
@@ -44,6 +55,7 @@ __all__ = [
     "read",
     "read_optional",
     "request_label",
+    "status_key",
     "status_subject",
     "stop_reason",
     "take_notes",
@@ -81,7 +93,10 @@ ERROR_STATUS: dict[str, int] = {
 @dataclass(frozen=True, slots=True)
 class Breakage:
     """One broken rule: a property's, or one of its sub-cases' (`case`). `subject` says what the
-    target did, in words every property it broke shares (the reports group failures by it)."""
+    target did, in words every property it broke shares (the reports group failures by it);
+    `key`, where the check knows better than those words, what groups it (an answer's route,
+    status and normalised message, whatever the transport; the request that should have been
+    refused), never shown."""
 
     expected: str
     actual: str
@@ -89,6 +104,7 @@ class Breakage:
     subject: str | None = None
     case: str | None = None
     level: Level | None = None  # a sub-case weaker than its property (a SHOULD inside a MUST)
+    key: str | None = None
 
     def as_dict(self) -> dict[str, str | None]:
         return {
@@ -98,12 +114,14 @@ class Breakage:
             "actual": self.actual,
             "reason": self.reason,
             "subject": self.subject,
+            "key": self.key,
         }
 
 
 class ConformanceFailure(AssertionError):
     """The target broke the property. `reason` is a short machine-readable code; `subject` what
-    the target did (for grouping causes); `subcases` every broken sub-case, when there are some."""
+    the target did (for grouping causes) and `key` what groups it where the words do not
+    (Breakage.key); `subcases` every broken sub-case, when there are some."""
 
     def __init__(
         self,
@@ -114,12 +132,14 @@ class ConformanceFailure(AssertionError):
         subject: str | None = None,
         subcases: Iterable[Breakage] = (),
         level: Level | None = None,
+        key: str | None = None,
     ) -> None:
         super().__init__(f"Expected: {expected}\nActual:   {actual}")
         self.expected = expected
         self.actual = actual
         self.reason = reason
         self.subject = subject
+        self.key = key
         self.subcases = tuple(subcases)
         self.level = level  # None: the property's own level
 
@@ -127,7 +147,9 @@ class ConformanceFailure(AssertionError):
         """Each broken rule on its own: the sub-cases, or the failure itself."""
         if self.subcases:
             return list(self.subcases)
-        return [Breakage(self.expected, self.actual, self.reason, self.subject, level=self.level)]
+        return [
+            Breakage(self.expected, self.actual, self.reason, self.subject, level=self.level, key=self.key)
+        ]
 
     def strongest(self, level: Level) -> Level:
         """The strongest level broken, for a property of `level`: a MUST property whose broken
@@ -190,10 +212,16 @@ def _short(value: Any, limit: int = 400) -> str:
 
 
 def expect(
-    condition: bool, expected: str, actual: Any, *, reason: str = "mismatch", subject: str | None = None
+    condition: bool,
+    expected: str,
+    actual: Any,
+    *,
+    reason: str = "mismatch",
+    subject: str | None = None,
+    key: str | None = None,
 ) -> None:
     if not condition:
-        raise ConformanceFailure(expected, _short(actual), reason=reason, subject=subject)
+        raise ConformanceFailure(expected, _short(actual), reason=reason, subject=subject, key=key)
 
 
 def expect_equal(
@@ -215,59 +243,29 @@ def expect_id_prefix(value: str, prefix: str, what: str) -> None:
     )
 
 
-def request_label(request: Any) -> str:
-    """`POST /v1/messages`, with ` (stream)` for a streaming request: the request, for a cause
-    (an httpx or httpx2 request: the SDK's client is httpx2)."""
-    if request is None:
-        return "a request"
-    label = f"{request.method} {request.url.path}"
-    try:
-        body = json.loads(request.content) if request.content else None
-    except Exception:  # a request not read yet (httpx or httpx2), or a body that is not JSON
-        body = None
-    if isinstance(body, dict) and body.get("stream") is True:
-        label += " (stream)"
-    return label
-
-
-def _request_of(response: httpx.Response) -> httpx.Request | None:
-    try:
-        return response.request
-    except RuntimeError:  # a Response built by hand (tests) has none
-        return None
-
-
-def body_shape(response: httpx.Response) -> str:
-    """What an answer's body is, in words shared by every answer of that kind: an Anthropic error
-    with its type and message, another JSON shape by its keys, or not JSON."""
-    try:
-        body = response.json()
-    except (ValueError, UnicodeDecodeError):
-        return "a body that is not JSON" if response.content else "an empty body"
-    inner = body.get("error") if isinstance(body, dict) else None
-    if isinstance(body, dict) and body.get("type") == "error" and isinstance(inner, dict):
-        message = inner.get("message")
-        words = f": {_first(message, 100)}" if isinstance(message, str) and message else ""
-        return f"{inner.get('type')}{words}"
-    if isinstance(body, dict):
-        return "a body with keys " + ", ".join(sorted(map(str, body))[:6])
-    return f"a JSON {type(body).__name__} body"
-
-
-def status_subject(response: httpx.Response) -> str:
-    """`POST /v1/messages answered HTTP 500 (api_error: boom)`: the cause of a wrong status."""
-    label = request_label(_request_of(response))
-    return f"{label} answered HTTP {response.status_code} ({body_shape(response)})"
-
-
 def expect_status(response: httpx.Response, wanted: int | Iterable[int]) -> None:
     allowed = {wanted} if isinstance(wanted, int) else set(wanted)
-    if response.status_code not in allowed:
+    status = response.status_code
+    if status not in allowed:
+        refusal = bool(allowed) and 400 <= min(allowed) < 500
+        if refusal and status // 100 in (2, 5):
+            # Not refused (verdicts: answered, or crashed on): keyed by what was sent.
+            key = refusal_key(request_of(response))
+        elif refusal and status // 100 == 4 and status not in (404, 405):
+            # Refused, with another status: the message says what is wrong with each request
+            # (one per property); the status a refusal gets instead of the documented one is
+            # the cause (a 422 for every validation error), so it is keyed without the words.
+            route = request_route(request_of(response))
+            documented = " or ".join(map(str, sorted(allowed)))
+            key = f"{answer_key(route, status, response.content, words=False)} for HTTP {documented}"
+        else:
+            key = status_key(response)
         raise ConformanceFailure(
             f"HTTP status {' or '.join(map(str, sorted(allowed)))}",
             f"HTTP {response.status_code}: {_short(response.text)}",
             reason="wrong-status",
             subject=status_subject(response),
+            key=key,
         )
 
 
@@ -279,8 +277,9 @@ def json_body(response: httpx.Response) -> Any:
             "a JSON body",
             _short(response.text or "<empty body>"),
             reason="not-json",
-            subject=f"{request_label(_request_of(response))} answered HTTP {response.status_code} "
+            subject=f"{request_label(request_of(response))} answered HTTP {response.status_code} "
             f"with {body_shape(response)}",
+            key=status_key(response),
         ) from None
 
 
@@ -302,7 +301,7 @@ def expect_json(response: httpx.Response) -> Any:
         "Content-Type: application/json",
         media or "<no content-type>",
         reason="content-type",
-        subject=f"{request_label(_request_of(response))} answered Content-Type {media or 'none'}",
+        subject=f"{request_label(request_of(response))} answered Content-Type {media or 'none'}",
     )
     return json_body(response)
 
@@ -470,6 +469,7 @@ class Cases:
                     b.subject,
                     f"{name} / {b.case}" if b.case else name,
                     b.level or failure.level,
+                    b.key,
                 )
                 for name, failure in self.broken
                 for b in failure.breakages()
@@ -485,6 +485,7 @@ class Cases:
                 reason=subcases[0].reason,
                 subject=subcases[0].subject,
                 subcases=subcases,
+                key=subcases[0].key,
             )
         if self.unjudged and len(self.unjudged) == self.count:
             first = self.unjudged[0][1]
@@ -531,7 +532,8 @@ def _envelope(response: httpx.Response) -> dict[str, Any]:
         'an error envelope {"type":"error","error":{"type","message"}}',
         body,
         reason="envelope",
-        subject=f"an error answered with {body_shape(response)}, not the Anthropic envelope",
+        # The envelope is the cause, whatever each error says: keyed by the body's shape alone.
+        subject=f"an error answered with {body_shape(response, words=False)}, not the Anthropic envelope",
     )
     return body  # type: ignore[no-any-return]
 

@@ -9,6 +9,7 @@ target that cannot be reached at all, an ERROR (never the target's fault).
 
 from __future__ import annotations
 
+import json
 import traceback
 
 import anthropic
@@ -17,7 +18,8 @@ import httpx2
 import pytest
 
 from conformance.catalogue import Property
-from conformance.judging.checks import ConformanceFailure, NotJudged, Unsupported, request_label, take_notes
+from conformance.judging.answers import answer_key, answer_subject, request_label, request_route
+from conformance.judging.checks import ConformanceFailure, NotJudged, Unsupported, take_notes
 from conformance.judging.verdicts import Result, Verdict, verdict_for_breakage
 from conformance.wire.target import Target
 
@@ -49,14 +51,19 @@ def judge(
     elif isinstance(exc, ConformanceFailure):
         result.verdict = verdict_for_breakage(exc.strongest(prop.level))
         result.reason, result.expected, result.actual = exc.reason, exc.expected, exc.actual
-        result.subject = exc.subject
+        result.subject, result.key = exc.subject, exc.key
         result.subcases = [b.as_dict() for b in exc.subcases]
     elif isinstance(exc, anthropic.APIStatusError):
         result.verdict = broken
         result.reason = "unexpected-error-status"
         result.expected = "a successful response to a valid request"
         result.actual = f"HTTP {exc.status_code}: {exc.message}"
-        result.subject = f"{request_label(exc.request)} answered HTTP {exc.status_code} (through the SDK)"
+        # Named and keyed by the body the SDK read, as the raw wire's answers are: one cause
+        # whichever driver met it.
+        content = _sdk_body(exc)
+        label = request_label(exc.request)
+        result.subject = f"{answer_subject(label, exc.status_code, content)}, through the SDK"
+        result.key = answer_key(request_route(exc.request), exc.status_code, content)
     elif isinstance(exc, anthropic.APIResponseValidationError):
         result.verdict = broken
         result.reason = "sdk-rejected-response"
@@ -73,6 +80,16 @@ def judge(
         result.reason = "harness"
         result.message = exception_line(exc) + "\n" + "".join(traceback.format_exception(exc)[-6:])
     return result
+
+
+def _sdk_body(exc: anthropic.APIStatusError) -> bytes:
+    """The body of the error answer the SDK raised for: the bytes it read, else the body it
+    parsed (`exc.body`: the JSON, or the text when it was not JSON)."""
+    try:
+        return bytes(exc.response.content)
+    except Exception:  # a response closed before it was read
+        body = exc.body
+        return body.encode() if isinstance(body, str) else b"" if body is None else json.dumps(body).encode()
 
 
 _UNREACHABLE = (httpx.ConnectError, httpx.ConnectTimeout, httpx2.ConnectError, httpx2.ConnectTimeout)

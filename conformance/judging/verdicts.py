@@ -18,6 +18,7 @@ __all__ = [
     "EXIT_CONFORMANT",
     "EXIT_FAILED",
     "EXIT_HARNESS",
+    "REFUSAL_KEY",
     "Cause",
     "Gate",
     "Result",
@@ -34,6 +35,7 @@ __all__ = [
     "gating",
     "load_baseline",
     "md_cell",
+    "message_key",
     "verdict_for_breakage",
     "write_baseline",
 ]
@@ -63,6 +65,7 @@ class Result:
     message: str | None = None
     evidence: list[dict[str, Any]] = field(default_factory=list)
     subject: str | None = None  # what the target did (checks.Breakage.subject)
+    key: str | None = None  # what groups it with other failures, where set (checks.Breakage.key)
     subcases: list[dict[str, Any]] = field(default_factory=list)  # every broken sub-case (Breakage)
     judged_by: str | None = None  # SKIP: the property that judges the precondition that failed
     notes: list[str] = field(default_factory=list)  # e.g. sub-cases that could not be judged
@@ -90,6 +93,7 @@ _WIRE_FIELDS = (
     "message",
     "evidence",
     "subject",
+    "key",
     "subcases",
     "judged_by",
     "notes",
@@ -199,18 +203,28 @@ def first_line(text: str | None, limit: int = 200) -> str:
 _STATUS = re.compile(r"^HTTP (\d{3})\b")
 # Only the grouping key is normalised, never the text shown: ids, hex runs and long numbers
 # differ between requests of one cause; small numbers (a status, a count of 0) are the cause.
-_NOISE = (
+_IDS = (
     (re.compile(r"\b(?:msg|toolu|srvtoolu|msgbatch|req|file|chatcmpl|call|batch)[_-][A-Za-z0-9_-]+"), "<id>"),
     (re.compile(r"\b[0-9a-fA-F-]{16,}\b"), "<hex>"),
-    (re.compile(r"\d{4,}"), "N"),
 )
+_NOISE = (*_IDS, (re.compile(r"\d{4,}"), "N"))
+# A target's own message says what it refused; its numbers and the values it quotes back
+# (`max_tokens: 100000 > 64000`, `'plumbline-nope'`) are the request's, not the cause. A quote
+# opens and closes only beside a non-word character, so "doesn't" opens nothing.
+_MESSAGE_NOISE = (
+    *_IDS,
+    (re.compile(r"(?<!\w)'[^'\n]*'(?!\w)|(?<!\w)\"[^\"\n]*\"(?!\w)|`[^`\n]*`"), "<v>"),
+    (re.compile(r"\d+"), "<n>"),
+)
+# The key of a request that should have been refused and was answered (checks.refusal_key).
+REFUSAL_KEY = "not refused: "
 
 
 @dataclass(frozen=True, slots=True)
 class Cause:
     """What the target did, in words several broken properties (or sub-cases) share."""
 
-    key: str  # the text, normalised for grouping
+    key: str  # what groups it: the rule broken and the target's message, normalised
     text: str  # the first occurrence, as the target did it
 
 
@@ -218,6 +232,16 @@ def cause_key(text: str) -> str:
     for pattern, replacement in _NOISE:
         text = pattern.sub(replacement, text)
     return text
+
+
+def message_key(text: str, limit: int = 500) -> str:
+    """A target's own message, for a grouping key: ids, every number and every quoted value
+    out, whitespace collapsed, case folded. The same refusal met by several properties (each
+    with its own request, numbers and values) is then one cause, and two different refusals
+    two."""
+    for pattern, replacement in _MESSAGE_NOISE:
+        text = pattern.sub(replacement, text)
+    return " ".join(text.split()).casefold()[:limit]
 
 
 def breakages_of(result: Result) -> list[dict[str, Any]]:
@@ -232,6 +256,7 @@ def breakages_of(result: Result) -> list[dict[str, Any]]:
             "actual": result.actual,
             "reason": result.reason,
             "subject": result.subject,
+            "key": result.key,
         }
     ]
 
@@ -245,24 +270,44 @@ def expects_refusal(breakage: dict[str, Any]) -> bool:
     return bool(_REFUSAL.match(str(breakage.get("expected") or "")))
 
 
-def _cause_text(breakage: dict[str, Any], rule: str) -> str:
-    """The subject the check named, else words built from the failure's reason and values. A
-    request that should have been refused and was answered (or crashed on) is grouped by the
+def _unrefused(breakage: dict[str, Any]) -> str | None:
+    """The status of a request that should have been refused and was answered (2xx) or
+    crashed on (5xx), else None."""
+    status = _STATUS.match(first_line(breakage.get("actual"), 200))
+    wrong = breakage.get("reason") == "wrong-status" and expects_refusal(breakage)
+    return status[1] if wrong and status and status[1][0] in "25" else None
+
+
+def _cause(breakage: dict[str, Any], rule: str) -> Cause:
+    """The cause of one broken rule: its text is the subject the check named, else words built
+    from the failure's reason and values; its key is the check's own (`key`: the route, status
+    and normalised message of an answer, whatever the transport), else the text normalised.
+
+    A request that should have been refused and was answered (or crashed on) is named by the
     rule it broke (`rule`: the property's title and the sub-case), not by the answer: a server
     that validates nothing answers every such request alike, and each missing check is a cause
-    of its own."""
-    reason, actual = breakage.get("reason"), first_line(breakage.get("actual"), 200)
-    status = _STATUS.match(actual)
-    if reason == "wrong-status" and expects_refusal(breakage) and status and status[1][0] in "25":
+    of its own. It is keyed by the request itself (the check's `not refused:` key, a
+    fingerprint of what was sent) where the check knew it: properties that send the same
+    invalid request (ERR-001's and ERR-023's body without max_tokens) meet one missing check,
+    whatever their rules' words; different requests are different checks, even where one rule
+    sends them. The rule and sub-case key it where the request is not known."""
+    key = breakage.get("key") or None
+    if status := _unrefused(breakage):
         case = breakage.get("case")
-        return f"answered HTTP {status[1]}, not refused: {rule}" + (f" [{case}]" if case else "")
+        text = f"answered HTTP {status}, not refused: {rule}" + (f" [{case}]" if case else "")
+        return Cause(key if key and key.startswith(REFUSAL_KEY) else cause_key(text), text)
+    if key and key.startswith(REFUSAL_KEY):
+        key = None  # a fingerprint keys only a request that should have been refused
+    reason, actual = breakage.get("reason"), first_line(breakage.get("actual"), 200)
     if breakage.get("subject"):
-        return str(breakage["subject"])
-    if reason == "wrong-status" and (status := _STATUS.match(actual)):
-        return f"answered HTTP {status[1]}"
-    if reason in ("missing-field", "wrong-type", "stop-reason", "schema"):
-        return f"{reason}: {actual}"
-    return f"{reason or 'mismatch'}: expected {first_line(breakage.get('expected'), 120)}, got {actual}"
+        text = str(breakage["subject"])
+    elif reason == "wrong-status" and (status_line := _STATUS.match(actual)):
+        text = f"answered HTTP {status_line[1]}"
+    elif reason in ("missing-field", "wrong-type", "stop-reason", "schema"):
+        text = f"{reason}: {actual}"
+    else:
+        text = f"{reason or 'mismatch'}: expected {first_line(breakage.get('expected'), 120)}, got {actual}"
+    return Cause(key or cause_key(text), text)
 
 
 def causes_of(result: Result) -> list[Cause]:
@@ -270,8 +315,7 @@ def causes_of(result: Result) -> list[Cause]:
     if result.verdict is Verdict.ERROR:
         text = first_line(result.message, 160) or "error"
         return [Cause(cause_key(text), text)]
-    rule = result.property.title
-    return [Cause(cause_key(text), text) for text in (_cause_text(b, rule) for b in breakages_of(result))]
+    return [_cause(breakage, result.property.title) for breakage in breakages_of(result)]
 
 
 def cause_of(result: Result) -> str | None:

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
 from conformance.catalogue import Level, prop
 from conformance.generating.tooluse import streamed_tool_calls, tool_body
+from conformance.judging.answers import answer_key, answer_subject
 from conformance.judging.checks import Cases, ConformanceFailure, not_judged
 from conformance.wire.accumulate import AccumulationError, accumulate_transcript
 from conformance.wire.drivers import (
@@ -45,9 +47,26 @@ def ts(target: Target, operation: Operation, params: dict[str, Any], **kwargs: A
         pytest.skip(f"the TypeScript SDK cannot run here: {exc}")
 
 
-def fail(expected: str, actual: str, result: TSResult, *, reason: str) -> ConformanceFailure:
-    """A failure whose Actual carries the driver's input and output."""
-    return ConformanceFailure(expected, f"{actual}\nTypeScript driver: {result.evidence()}", reason=reason)
+def fail(
+    expected: str, actual: str, result: TSResult, *, reason: str, answered: bool = False
+) -> ConformanceFailure:
+    """A failure whose Actual carries the driver's input and output; `answered`: caused by the
+    answer Node read (an error status), named and keyed as the raw wire's and the Python SDK's
+    same answer is (one cause, whichever client met it)."""
+    exchange = result.exchange
+    subject: str | None = None
+    key: str | None = None
+    if answered and exchange is not None and exchange.status is not None:
+        route, body = f"{exchange.method} {urlsplit(exchange.url).path}", bytes(exchange.response_body)
+        try:
+            streamed = json.loads(exchange.request_body).get("stream") is True
+        except (ValueError, AttributeError):
+            streamed = False
+        label = f"{route} (stream)" if streamed else route
+        subject = f"{answer_subject(label, exchange.status, body)}, through the TypeScript SDK"
+        key = answer_key(route, exchange.status, body)
+    actual = f"{actual}\nTypeScript driver: {result.evidence()}"
+    return ConformanceFailure(expected, actual, reason=reason, subject=subject, key=key)
 
 
 def wire_stream(result: TSResult) -> StreamRun:
@@ -55,7 +74,9 @@ def wire_stream(result: TSResult) -> StreamRun:
     exchange = result.exchange
     if exchange is None or exchange.status != 200:
         status = None if exchange is None else exchange.status
-        raise fail("HTTP 200 with an event stream", f"HTTP {status}", result, reason="wrong-status")
+        raise fail(
+            "HTTP 200 with an event stream", f"HTTP {status}", result, reason="wrong-status", answered=True
+        )
     body = bytes(exchange.response_body)
     return StreamRun(200, httpx.Headers(exchange.response_headers), body, parse_sse(body))
 
@@ -64,11 +85,13 @@ def final_message(result: TSResult) -> dict[str, Any]:
     """The TypeScript SDK's final message; its rejection of the stream fails the property."""
     if not result.ok or not isinstance(result.message, dict):
         error = result.error
+        status = None if result.exchange is None else result.exchange.status
         raise fail(
             "the TypeScript SDK's finalMessage() resolves to a Message",
             f"{error.get('class')}: {error.get('message')}",
             result,
             reason="ts-sdk-rejected-stream",
+            answered=status is not None and status >= 400,
         )
     return result.message
 

@@ -15,6 +15,8 @@ from conformance.judging.checks import (
     expect_status,
     json_object,
     read,
+    status_key,
+    status_subject,
 )
 from conformance.judging.schemas import validate_response
 from conformance.wire.drivers import (
@@ -262,6 +264,8 @@ def accepted(target: Target, what: str, **fields: Any) -> int:
         f"HTTP 200 for a count_tokens request with {what}",
         f"HTTP {response.status_code}: {response.text[:300]}",
         reason="field-refused",
+        subject=status_subject(response),
+        key=status_key(response),
     )
     value: int = read(json_object(response, "count_tokens body"), "input_tokens", int, where="count_tokens")
     expect(value > 0, "input_tokens > 0", value, reason="count")

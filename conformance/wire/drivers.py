@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import anthropic
 import httpx
 
+from conformance.judging.answers import answer_key, answer_subject
 from conformance.judging.checks import (
     ConformanceFailure,
     expect,
@@ -42,6 +43,7 @@ __all__ = [
     "END_TURN_PROMPTS",
     "LONG_ANSWER_PROMPT",
     "STOP_PREFILL",
+    "STRUCTURED_IGNORED",
     "TOOLS_NOT_COUNTED",
     "ZERO_STREAM_USAGE",
     "StreamRun",
@@ -193,6 +195,9 @@ def sdk_call(what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
 
 ZERO_STREAM_USAGE = "streamed usage reports 0 tokens"
 TOOLS_NOT_COUNTED = "count_tokens does not count the tools"  # TOOL-014 and TOKENS-009
+# STRUCT-001/002/003, raw, streamed and through the SDK's messages.parse: one bug, whichever
+# way the answer shows it (prose, a fence, JSON that breaks the schema, a parse that fails).
+STRUCTURED_IGNORED = "structured output ignored: the answer is not JSON valid against output_config.format"
 
 
 def stream_usage_subject(streamed: Any, expected: Any = 1) -> str | None:
@@ -406,13 +411,20 @@ def _delta_text(payload: Any) -> str:
     return text if isinstance(text, str) else ""
 
 
+# What stream_raw sends: the route of every StreamRun expect_stream judges.
+_STREAMED = "POST /v1/messages"
+
+
 def expect_stream(run: StreamRun) -> StreamRun:
-    """200 with `text/event-stream`; the parsed stream is attached."""
+    """200 with `text/event-stream`; the parsed stream is attached. A wrong status is named and
+    keyed as the same answer to an unstreamed request is (checks.status_subject): one cause."""
     if run.status != 200 or run.transcript is None:
         raise ConformanceFailure(
             "HTTP 200 with an event stream",
             f"HTTP {run.status}: {run.body[:300].decode('utf-8', 'replace')}",
             reason="wrong-status",
+            subject=answer_subject(f"{_STREAMED} (stream)", run.status, run.body),
+            key=answer_key(_STREAMED, run.status, run.body),
         )
     media = run.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     expect(
@@ -420,6 +432,7 @@ def expect_stream(run: StreamRun) -> StreamRun:
         "Content-Type: text/event-stream",
         media,
         reason="content-type",
+        subject=f"{_STREAMED} (stream) answered Content-Type {media or 'none'}",
     )
     return run
 

@@ -175,3 +175,39 @@ def test_an_error_is_caused_by_its_exception_line():
     assert cause_of(error) == "ConnectError: refused"
     assert first_line("  \n") == ""
     assert first_line("x" * 300, 10) == "x" * 9 + "…"
+
+
+def test_a_check_s_key_groups_and_the_first_words_name_the_group():
+    """A check's own key (an answer's route, status and normalised message) groups failures
+    whose words differ (raw, streamed, through the SDK); the first occurrence's text names it.
+    A request fingerprint keys only a request that should have been refused."""
+    key = "POST /v1/messages answered HTTP 400 (error invalid_request_error: tool_choice: <v>)"
+    items = [
+        broken(
+            "TOOL-001", "wrong-status", "HTTP 400", subject="POST /v1/messages answered HTTP 400 (a)", key=key
+        ),
+        broken("TOOL-002", "wrong-status", "HTTP 400", subject="… (stream) answered HTTP 400 (b)", key=key),
+        broken(
+            "ERR-001", "wrong-status", "HTTP 200", expected="HTTP status 400", key="not refused: POST x 1"
+        ),
+        broken(
+            "ERR-023",
+            "wrong-status",
+            "HTTP 200",
+            expected="HTTP status 400 or 500",
+            key="not refused: POST x 1",
+        ),
+        # A fingerprint on a failure that is not an unrefused request is not a key: its words are.
+        broken(
+            "MSG-011",
+            "wrong-status",
+            "HTTP 422",
+            subject="POST /v1/messages answered HTTP 422",
+            key="not refused: POST x 1",
+        ),
+    ]
+    assert causes(items) == [
+        ("answered HTTP 200, not refused: err-001", ["ERR-001", "ERR-023"]),
+        ("POST /v1/messages answered HTTP 400 (a)", ["TOOL-001", "TOOL-002"]),
+        ("POST /v1/messages answered HTTP 422", ["MSG-011"]),
+    ]
