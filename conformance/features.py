@@ -1,33 +1,32 @@
-"""Which optional features the target serves: the profile's word, else the model's
-capabilities, else (tools, structured outputs) one probe request.
+"""Which optional features the target serves, found by what it does: a feature is served when a
+request that uses it is answered as if it were used (conformance/evidence.py says what shows
+that for each). Most users run `--target URL` without a profile, and gateways declare no
+capabilities, so neither "not said" nor "said" decides:
 
-A property that `requires` a feature the target does not serve is UNSUPPORTED, with the reason;
-a target that serves it is judged, and breaking it is a FAIL. Most users run `--target URL`
-without a profile, so "not said" cannot mean "absent" for the features every peer claims:
+1. the profile's `[features]` table: `true` or `false` decides (the user's own word);
+2. else a request that uses the feature (thinking, documents, images, citations, each context
+   management edit, structured outputs, tools; for tools and thinking each way to set it up
+   in turn, the first the target takes being the one the properties use, `Target.ways`). A 4xx
+   refuses it (absent, in the target's words); an answer that shows it used serves it; an
+   answer that does not (the feature accepted and ignored), a 5xx or a broken connection is the
+   probe's failure, judged once by the feature's judge (JUDGES), while the feature's other
+   properties SKIP naming it. The model's `capabilities` (from `GET /v1/models/{model}`, else
+   its entry in `GET /v1/models`) are a hint: they order the ways to try and are recorded
+   (`declared`), never the only evidence;
+3. `temperature: 0` (`sampling_parameters`) and an assistant prefill (`prefill`): one tiny
+   request before every run (they shape every property's requests): a 400 means absent;
+4. Anthropic's own tools are served only when the answer shows them run (SHOWN_BY: the server
+   tool's result block, bash's tool_use); a 400 refuses them; anything else is the probe's
+   failure, judged by SRVTOOL-015;
+5. the Files API and Message Batches: a GET of their list (with the beta header the SDK sends):
+   a 2xx, 401 or 403 means served, a 5xx is the probe's failure, any other 4xx (no such route,
+   or a route that refuses Anthropic's request) absent; rate limits: one tiny message's answer
+   carries `anthropic-ratelimit-*` headers;
+6. else the feature is absent: nothing declares it and no request shows it (the MCP connector,
+   which only a profile can declare).
 
-1. the profile's `[features]` table: `true` or `false` decides;
-2. else `GET /v1/models/{model}`: `capabilities.<name>.supported` (a boolean; anything else is
-   no answer, and MODELS-003 judges the ModelInfo) decides for the features it covers
-   (structured outputs, thinking, images, documents, batches, citations, context management
-   and each of its edits). Tools have no capability field;
-3. else, for tools, structured outputs, Anthropic's own tools, `temperature: 0`
-   (`sampling_parameters`) and an assistant prefill (`prefill`), one tiny request that uses
-   the feature (the last two before every run: they shape every property's requests): a 400
-   means the target refuses it (absent, as the real API refuses what a model
-   lacks). For tools and structured outputs any other answer, a 200 or a crash, means served,
-   so the properties judge it (a target that silently ignores tools is probed as serving them,
-   and fails the properties that force a tool call). Anthropic's own tools are served only
-   when the answer shows them run (SHOWN_BY: the server tool's result block, bash's tool_use):
-   a 200 that does not (the tool accepted and ignored, or run as a client tool) or a 5xx is the
-   probe's failure, judged once by SRVTOOL-015; the properties that need the tool SKIP, naming
-   it, instead of each failing for the same cause;
-4. else, for the Files API, `GET /v1/files` with its beta header: a 2xx, 401, 403 or 5xx means
-   served, any other 4xx (no such route, or a route that refuses Anthropic's request) absent;
-   for rate limits, one tiny message: `anthropic-ratelimit-*` headers on its answer mean served;
-5. else the feature is absent: nothing declares it.
-
-Each feature is detected once per run, when the first property that needs it runs; the probe's
-requests are recorded apart from that property's evidence and are not tagged with its id.
+Each feature is detected once per run, before the properties that need it run; the probes'
+requests are recorded apart from any property's evidence and are not tagged with its id.
 """
 
 from __future__ import annotations
@@ -35,11 +34,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
+from conformance import evidence
+from conformance.evidence import Answer, Support, error_words
 from conformance.generating.tooluse import (
     BASH,
     fetch_body,
@@ -48,22 +48,26 @@ from conformance.generating.tooluse import (
     tool_body,
     web_search_body,
 )
+from conformance.judging.checks import status_subject
 from conformance.wire.drivers import message_body
 from conformance.wire.target import Target
 
 __all__ = [
     "CAPABILITY_PATHS",
+    "JUDGES",
     "PROBED",
     "REQUEST_SHAPING",
     "SHOWN_BY",
     "Features",
     "Support",
     "content_blocks",
+    "declared_in",
     "judge_probe",
     "probe_body",
+    "probe_subject",
 ]
 
-# The ModelInfo capability that answers for each feature (ModelCapabilities in schemas/).
+# The ModelInfo capability that speaks for each feature (ModelCapabilities in schemas/): a hint.
 CAPABILITY_PATHS: dict[str, str] = {
     "structured_outputs": "capabilities.structured_outputs.supported",
     "thinking": "capabilities.thinking.supported",
@@ -78,30 +82,58 @@ CAPABILITY_PATHS: dict[str, str] = {
     "compaction": "capabilities.context_management.compact_20260112.supported",
 }
 
-_PROBE_SCHEMA = {
-    "type": "object",
-    "properties": {"ok": {"type": "boolean"}},
-    "required": ["ok"],
-    "additionalProperties": False,
+# The property that judges a feature whose probe failed (accepted and not used, a 5xx, no
+# answer): it FAILs (or WARNs) once on the probe's exchange, and the other properties that need
+# the feature SKIP naming it. Its rule is the one the failure breaks.
+JUDGES: dict[str, str] = {
+    "tools": "TOOL-001",
+    "structured_outputs": "STRUCT-001",
+    "thinking": "THINK-001",
+    "documents": "DOC-002",
+    "citations": "DOC-005",
+    "images": "IMG-007",
+    "context_management": "CTX-005",
+    "clear_tool_uses": "CTX-005",
+    "clear_thinking": "CTX-005",
+    "compaction": "CTX-005",
+    "batches": "BATCH-001",
+    "files": "FILES-001",
+    "tool_search": "SRVTOOL-015",
+    "web_fetch": "SRVTOOL-015",
+    "web_search": "SRVTOOL-015",
+    "builtin_tools": "SRVTOOL-015",
 }
-PROBE_TOOL = "plumbline_probe"
 
 
-def _tools_probe(target: Target) -> dict[str, Any]:
-    return message_body(
-        target,
-        messages=[{"role": "user", "content": "Call the tool."}],
-        tools=[{"name": PROBE_TOOL, "description": "Says ok.", "input_schema": _PROBE_SCHEMA}],
-        tool_choice={"type": "tool", "name": PROBE_TOOL},
+def declared_in(model_info: Any, feature: str) -> bool | None:
+    """What a ModelInfo's capabilities say of `feature`: a boolean, else None (no word, or a
+    malformed one: MODELS-003 judges the ModelInfo)."""
+    path = CAPABILITY_PATHS.get(feature)
+    stated = _walk(model_info, path) if path is not None else None
+    return stated if isinstance(stated, bool) else None
+
+
+def probe_subject(support: Support) -> str:
+    """What the target did to a failed probe, for grouping causes: the feature accepted and not
+    used, else the answer it gave (grouped with the properties that met the same answer)."""
+    if "accepted, not" in support.detail:
+        return f"{support.feature} accepted, not used"
+    if support.detail.endswith("refused though declared served"):
+        return f"{support.feature} refused though its capabilities say it is served"
+    proof = support.evidence or {}
+    answer, asked = proof.get("response") or {}, proof.get("request") or {}
+    status = answer.get("status")
+    if not isinstance(status, int) or not asked.get("url"):
+        return f"the {support.feature} probe got no answer"
+    body = answer.get("body", "")
+    raw = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+    sent = asked.get("body", "")
+    request = httpx.Request(
+        str(asked.get("method", "POST")),
+        str(asked["url"]),
+        content=sent.encode() if isinstance(sent, str) else json.dumps(sent).encode(),
     )
-
-
-def _structured_probe(target: Target) -> dict[str, Any]:
-    return message_body(
-        target,
-        messages=[{"role": "user", "content": "Is the sea wet? Answer in JSON."}],
-        output_config={"format": {"type": "json_schema", "schema": _PROBE_SCHEMA}},
-    )
+    return status_subject(httpx.Response(status, content=raw, request=request))
 
 
 def _sampling_probe(target: Target) -> dict[str, Any]:
@@ -130,19 +162,19 @@ def _builtin_probe(target: Target) -> dict[str, Any]:
     return tool_body(target, tools=[BASH], tool_choice=forced_tool("bash"), max_tokens=PROBE_MAX_TOKENS)
 
 
-# Features with endpoints of their own, probed by a GET of their list.
 # Detected before every run, whatever is selected: they shape the requests of every property.
 REQUEST_SHAPING = ("prefill", "sampling_parameters")
 
 # Features with endpoints of their own: (the list path, the beta header their requests carry).
-LISTED: dict[str, tuple[str, str]] = {"files": ("/v1/files", "files-api-2025-04-14")}
+LISTED: dict[str, tuple[str, str | None]] = {
+    "files": ("/v1/files", "files-api-2025-04-14"),
+    "batches": ("/v1/messages/batches", None),
+}
 
 PROBE_MAX_TOKENS = 64  # a server tool's or bash's forced call is short; the answer is not judged
 
-# Features that one request can show: (what the request is, how to build it).
+# Features that one request shows, judged by judge_probe: (what the request is, how to build it).
 PROBED: dict[str, tuple[str, Callable[[Target], dict[str, Any]]]] = {
-    "tools": ("a forced tool call", _tools_probe),
-    "structured_outputs": ("a request with output_config.format", _structured_probe),
     # What requests may carry at the version judged: 2026-10-21 removes temperature, top_p and
     # top_k, and the newest models take only their defaults and refuse prefills (a 400).
     "sampling_parameters": ("a request with temperature 0", _sampling_probe),
@@ -152,6 +184,17 @@ PROBED: dict[str, tuple[str, Callable[[Target], dict[str, Any]]]] = {
     "web_fetch": ("a forced web_fetch_20250910 call", _fetch_probe),
     "web_search": ("a forced web_search_20250305 call", _web_search_probe),
     "builtin_tools": ("a forced bash_20250124 call", _builtin_probe),
+}
+
+# The features a request that uses them shows served (conformance/evidence.py).
+EVIDENCED: dict[str, Callable[[evidence.Send, Target, dict[str, Any] | None], Support]] = {
+    "tools": evidence.tools,
+    "structured_outputs": evidence.structured_outputs,
+    "thinking": evidence.thinking,
+    "documents": evidence.documents,
+    "citations": evidence.citations,
+    "images": evidence.images,
+    **{name: evidence.edit(name) for name in evidence.EDITS},
 }
 
 
@@ -164,37 +207,6 @@ SHOWN_BY: dict[str, tuple[str, str]] = {
     "web_search": ("web_search_tool_result", "web_search"),
     "builtin_tools": ("tool_use", "bash"),
 }
-# The property that judges a probe of SHOWN_BY that neither served nor refused the tool.
-PROBE_JUDGE = "SRVTOOL-015"
-
-
-@dataclass(frozen=True, slots=True)
-class Support:
-    """Whether the target serves one optional feature, who said so, and why. `failed`: the probe
-    showed neither the feature served nor refused (PROBE_JUDGE judges that, and every probe of
-    SHOWN_BY, on `evidence`: the probe's exchange)."""
-
-    feature: str
-    supported: bool
-    source: str  # "profile", "capabilities", "probe" or "undeclared"
-    detail: str
-    failed: bool = False
-    evidence: dict[str, Any] | None = None
-
-    @property
-    def reason(self) -> str:
-        """One line for an UNSUPPORTED or SKIP verdict, or the console."""
-        state = "not judged" if self.failed else "served" if self.supported else "not served"
-        return f"{self.feature} {state} ({self.source}: {self.detail})"
-
-    def as_dict(self) -> dict[str, object]:
-        """What index.json says (the evidence is PROBE_JUDGE's)."""
-        found: dict[str, object] = {"supported": self.supported, "source": self.source, "detail": self.detail}
-        return {**found, "failed": True} if self.failed else found
-
-    def as_context(self) -> dict[str, object]:
-        """All of it, for the xdist workers."""
-        return {**self.as_dict(), "failed": self.failed, "evidence": self.evidence}
 
 
 def probe_body(feature: str, target: Target) -> dict[str, Any]:
@@ -209,7 +221,7 @@ def judge_probe(
     failure: str | None = None,
     evidence: dict[str, Any] | None = None,
 ) -> Support:
-    """The verdict of a probe's answer: only a 400 says the feature is absent. For one of
+    """The verdict of a probe's answer (PROBED): only a 400 says the feature is absent. For one of
     Anthropic's own tools (SHOWN_BY), only an answer that shows it run says it is served."""
     what = PROBED[feature][0]
     if feature in SHOWN_BY:
@@ -217,7 +229,7 @@ def judge_probe(
     if failure is not None:
         return Support(feature, True, "probe", f"{what} failed ({failure}); judged as served")
     if status == 400:
-        return Support(feature, False, "probe", f"{what} got HTTP 400{_error_words(body)}")
+        return Support(feature, False, "probe", f"{what} got HTTP 400{error_words(body)}")
     if status is not None and 200 <= status < 300:
         return Support(feature, True, "probe", f"{what} got HTTP {status}")
     return Support(
@@ -239,9 +251,9 @@ def _judge_shown(
     if failure is not None:
         return failed(f"{what} failed ({failure})")
     if status == 400:
-        return Support(feature, False, "probe", f"{what} got HTTP 400{_error_words(body)}", evidence=evidence)
+        return Support(feature, False, "probe", f"{what} got HTTP 400{error_words(body)}", evidence=evidence)
     if status is None or not 200 <= status < 300:
-        return failed(f"{what} got HTTP {status}{_error_words(body)}: neither run nor refused with a 400")
+        return failed(f"{what} got HTTP {status}{error_words(body)}: neither run nor refused with a 400")
     shown, name = SHOWN_BY[feature]
     blocks = content_blocks(body)
     if any(block.get("type") == shown and block.get("name", name) == name for block in blocks):
@@ -283,27 +295,14 @@ def content_blocks(body: bytes) -> list[dict[str, Any]]:
     return [block for block in content if isinstance(block, dict)] if isinstance(content, list) else []
 
 
-def _error_words(body: bytes) -> str:
-    """`: <error.type>: <message>` of an error body, when it has them (never raises)."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return ""
-    inner = data.get("error") if isinstance(data, dict) else None
-    if not isinstance(inner, dict):
-        return ""
-    words = [str(inner[key])[:200] for key in ("type", "message") if isinstance(inner.get(key), str)]
-    return f": {': '.join(words)}" if words else ""
-
-
 class Features:
     """The run's knowledge of the target's optional features, detected once each."""
 
     def __init__(self, target: Target) -> None:
         self._target = target
         self._found: dict[str, Support] = {}
-        self._capabilities: dict[str, Any] | None = None
-        self._capabilities_read = False
+        self._info: dict[str, Any] | None = None
+        self._info_read = False
 
     @property
     def detected(self) -> dict[str, Support]:
@@ -321,61 +320,111 @@ class Features:
     def preset(self, found: Mapping[str, Mapping[str, Any]]) -> None:
         """What the run's controller detected (`as_context`): an xdist worker asks nothing again."""
         for name, support in found.items():
-            evidence = support.get("evidence")
-            self._found[name] = Support(
-                name,
-                bool(support["supported"]),
-                str(support["source"]),
-                str(support["detail"]),
-                failed=bool(support.get("failed")),
-                evidence=evidence if isinstance(evidence, dict) else None,
+            proof = support.get("evidence")
+            way, declared = support.get("way"), support.get("declared")
+            self._keep(
+                Support(
+                    name,
+                    bool(support["supported"]),
+                    str(support["source"]),
+                    str(support["detail"]),
+                    failed=bool(support.get("failed")),
+                    evidence=proof if isinstance(proof, dict) else None,
+                    way=way if isinstance(way, str) else None,
+                    declared=declared if isinstance(declared, bool) else None,
+                )
             )
 
     def support(self, feature: str) -> Support:
         if feature not in self._found:
-            self._found[feature] = self._detect(feature)
+            self._keep(self._detect(feature))
         return self._found[feature]
+
+    def _keep(self, support: Support) -> None:
+        """Record a detection; the way it was found served is how the properties set it up."""
+        self._found[support.feature] = support
+        if support.supported and support.way is not None:
+            self._target.ways[support.feature] = support.way
+
+    def declared(self, feature: str) -> bool | None:
+        """What the model's capabilities say of `feature` (a hint; None: they say nothing)."""
+        return declared_in(self.model_info(), feature)
 
     def _detect(self, feature: str) -> Support:
         declared = self._target.config.profile.declares(feature)
         if declared is not None:
             said = "true" if declared else "false"
             return Support(feature, declared, "profile", f"the profile says {feature} = {said}")
-        path = CAPABILITY_PATHS.get(feature)
-        if path is not None:
-            stated = _walk(self._model_info(), path)
-            if isinstance(stated, bool):
-                where = f"/v1/models/{self._target.model}"
-                return Support(feature, stated, "capabilities", f"{where}: {path} is {json.dumps(stated)}")
-        if feature in PROBED:
-            return self._probe(feature)
-        if feature in LISTED:
-            return self._list_probe(feature)
-        if feature == "rate_limits":
-            return self._headers_probe(feature)
+        if feature == "context_management":
+            found = self._context_management()
+        elif feature in EVIDENCED:
+            with self._apart():
+                found = EVIDENCED[feature](self._send, self._target, self.model_info())
+        elif feature in PROBED:
+            with self._apart():
+                found = self.probe(feature)
+        elif feature in LISTED:
+            found = self._list_probe(feature)
+        elif feature == "rate_limits":
+            found = self._headers_probe(feature)
+        else:
+            found = Support(feature, False, "undeclared", "nothing declares it and no request shows it")
+        return _hinted(found, self.declared(feature), CAPABILITY_PATHS.get(feature))
+
+    def _context_management(self) -> Support:
+        """Served where one of its edits is; failed where none is and one was accepted and not
+        used; absent where every edit was refused."""
+        edits = [self.support(name) for name in evidence.EDITS]
+        served = [s for s in edits if s.supported]
+        failed = [s for s in edits if s.failed]
+        chosen = (served or failed or edits)[0]
+        detail = "; ".join(s.detail for s in edits)
         return Support(
-            feature, False, "undeclared", "neither the profile nor the model's capabilities declare it"
+            "context_management",
+            bool(served),
+            chosen.source,
+            detail,
+            failed=not served and bool(failed),
+            evidence=chosen.evidence,
         )
 
-    def _model_info(self) -> Any:
-        if not self._capabilities_read:
-            self._capabilities_read = True
+    def model_info(self) -> dict[str, Any] | None:
+        """The model's ModelInfo: `GET /v1/models/{model}`, else its entry in `GET /v1/models`
+        (gateways that serve only the list); None where neither gives one."""
+        if not self._info_read:
+            self._info_read = True
             with self._apart():
-                try:
-                    response = self._target.request("GET", f"/v1/models/{self._target.model}")
-                    info = response.json() if response.status_code == 200 else None
-                except (httpx.TransportError, ValueError):
-                    info = None
-            self._capabilities = info if isinstance(info, dict) else None
-        return self._capabilities
+                self._info = self._model_by_id() or self._model_in_list()
+        return self._info
 
-    def _probe(self, feature: str) -> Support:
-        with self._apart():
-            return self.probe(feature)
+    def _model_by_id(self) -> dict[str, Any] | None:
+        info = self._get_json(f"/v1/models/{self._target.model}")
+        return info if isinstance(info, dict) and info.get("id") == self._target.model else None
+
+    def _model_in_list(self) -> dict[str, Any] | None:
+        listed = self._get_json("/v1/models?limit=1000")
+        entries = listed.get("data") if isinstance(listed, dict) else None
+        found = [e for e in entries or [] if isinstance(e, dict) and e.get("id") == self._target.model]
+        return found[0] if found else None
+
+    def _get_json(self, path: str) -> Any:
+        try:
+            response = self._target.request("GET", path)
+            return response.json() if response.status_code == 200 else None
+        except (httpx.TransportError, ValueError):
+            return None
+
+    def _send(self, body: dict[str, Any], headers: Mapping[str, str] | None = None) -> Answer:
+        """POST one probe request (apart: see _apart); never raises for what the target does."""
+        try:
+            response = self._target.request("POST", "/v1/messages", json_body=body, headers=headers)
+        except httpx.TransportError as exc:
+            return Answer(None, b"", f"{type(exc).__name__}: {exc}", self._probe_evidence())
+        return Answer(response.status_code, response.content, None, self._probe_evidence())
 
     def probe(self, feature: str) -> Support:
-        """Send `feature`'s probe now, recorded as the running property's exchange, and judge
-        its answer (detection sends it apart, before the run)."""
+        """Send `feature`'s probe (PROBED) now, recorded as the running property's exchange, and
+        judge its answer (detection sends it apart, before the run)."""
         try:
             body = probe_body(feature, self._target)
             response = self._target.request("POST", "/v1/messages", json_body=body)
@@ -391,24 +440,27 @@ class Features:
 
     def _list_probe(self, feature: str) -> Support:
         """A feature with endpoints of its own, asked for its list as the SDK asks (beta header
-        included): a 2xx says it is served, and so do a 401/403 (AUTH-* judge keys) and a 5xx
-        (the properties judge the crash); a 404 or 405 (no such route) or another 4xx says it is
-        absent: the route refuses Anthropic's request (LiteLLM's `/v1/files` is OpenAI's Files
-        API and refuses it with a 400), and its properties would only restate that."""
+        included): a 2xx says it is served, and so do a 401/403 (AUTH-* judge keys); a 5xx is the
+        probe's failure; a 404 or 405 (no such route) or another 4xx says it is absent: the route
+        refuses Anthropic's request (LiteLLM's `/v1/files` is OpenAI's Files API and refuses it
+        with a 400), and its properties would only restate that."""
         path, beta = LISTED[feature]
-        headers = {**self._target.headers(), "anthropic-beta": beta}
+        headers = {**self._target.headers(), **({"anthropic-beta": beta} if beta else {})}
         with self._apart():
             try:
                 response = self._target.request("GET", path, headers=headers)
             except httpx.TransportError as exc:
-                return Support(
-                    feature, True, "probe", f"GET {path} failed ({type(exc).__name__}); judged as served"
-                )
+                detail = f"GET {path} failed ({type(exc).__name__}): neither served nor refused"
+                return Support(feature, False, "probe", detail, failed=True, evidence=self._probe_evidence())
+            proof = self._probe_evidence()
         status = response.status_code
-        served = status < 400 or status in (401, 403) or status >= 500
-        return Support(
-            feature, served, "probe", f"GET {path} got HTTP {status}{_error_words(response.content)}"
-        )
+        said = f"GET {path} got HTTP {status}{error_words(response.content)}"
+        if status >= 500:
+            return Support(
+                feature, False, "probe", f"{said}: neither served nor refused", failed=True, evidence=proof
+            )
+        served = status < 400 or status in (401, 403)
+        return Support(feature, served, "probe", said, evidence=proof)
 
     def _headers_probe(self, feature: str) -> Support:
         """Rate limits: whether one tiny message's answer reports them in `anthropic-ratelimit-*`
@@ -439,6 +491,26 @@ class Features:
             yield
         finally:
             recorder.property_id, recorder.exchanges = property_id, exchanges
+
+
+def _hinted(found: Support, declared: bool | None, path: str | None) -> Support:
+    """The detection, with what the capabilities say beside it (never instead of it). A feature
+    the capabilities say is served and a request that uses it refused is one finding, the
+    feature's judge's: the target contradicts itself, and its users meet the refusal."""
+    if declared is None or path is None or found.source == "profile":
+        return found
+    said = f" (declared: {path.removeprefix('capabilities.')} {json.dumps(declared)})"
+    claimed = declared and not found.supported and not found.failed
+    return Support(
+        found.feature,
+        found.supported,
+        found.source,
+        found.detail + said + (": refused though declared served" if claimed else ""),
+        failed=found.failed or claimed,
+        evidence=found.evidence,
+        way=found.way,
+        declared=declared,
+    )
 
 
 def _walk(data: Any, path: str) -> Any:

@@ -43,9 +43,9 @@ from conformance.alone import AloneLock
 from conformance.catalogue import REGISTRY, Property, catalogue_hash, property_of
 from conformance.cli import PROPERTIES_DIR
 from conformance.determinism import Determinism, probe_determinism
-from conformance.features import PROBE_JUDGE, REQUEST_SHAPING, Features
+from conformance.features import JUDGES, REQUEST_SHAPING, Features, Support, probe_subject
 from conformance.hypothesis_profiles import register_profiles
-from conformance.judging.checks import NotJudged, Unsupported, note, take_notes
+from conformance.judging.checks import ConformanceFailure, NotJudged, Unsupported, note, take_notes
 from conformance.judging.outcome import exception_line, judge, timed_out
 from conformance.judging.passive import MetError, errors_met, judge_met, owned
 from conformance.judging.verdicts import (
@@ -61,7 +61,7 @@ from conformance.reporting.console import print_context, print_summary, print_ve
 from conformance.reporting.progress import RunProgress
 from conformance.reporting.reports import write_exchanges, write_reports
 from conformance.scheduling import property_of_nodeid
-from conformance.wire.target import API_VERSION, API_VERSIONS, Target, TargetConfig
+from conformance.wire.target import API_VERSION, API_VERSIONS, Exchange, Target, TargetConfig
 
 _STATE = pytest.StashKey["RunState"]()
 # The run's config, for the hooks pytest gives none (pytest_runtest_logreport).
@@ -304,17 +304,41 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 
 
 def enter_property(config: pytest.Config, function: Any, target: Target) -> None:
-    """Before a property runs: its exchanges are recorded under its id, and a feature it requires
-    that the target lacks makes it UNSUPPORTED (SKIP where the probe for it failed)."""
+    """Before a property runs: its exchanges are recorded under its id. A feature it needs whose
+    probe failed (accepted and not used, a 5xx, no answer) is one property's finding: that
+    property (features.JUDGES) FAILs on the probe's exchange, the others SKIP naming it; a
+    feature the target lacks makes it UNSUPPORTED."""
     prop = property_of(function)
     target.recorder.reset(prop.id if prop else None)
     state = _state(config)
-    if prop is not None and prop.requires and state is not None and state.features is not None:
-        absent = [s for s in map(state.features.support, prop.requires) if not s.supported]
-        if any(support.failed for support in absent):  # its probe's failure is one property's
-            raise NotJudged("; ".join(support.reason for support in absent), judged_by=PROBE_JUDGE)
-        if absent:
-            raise Unsupported("; ".join(support.reason for support in absent))
+    if prop is None or state is None or state.features is None:
+        return
+    needed = [state.features.support(feature) for feature in prop.requires]
+    judged = [state.features.support(feature) for feature in prop.detects]
+    failed = [s for s in (*needed, *judged) if s.failed]
+    mine = [s for s in failed if JUDGES.get(s.feature) == prop.id]
+    others = [s for s in needed if s.failed and JUDGES.get(s.feature) != prop.id]
+    if others:  # its probe's failure is another property's finding
+        raise NotJudged("; ".join(s.reason for s in others), judged_by=JUDGES.get(others[0].feature))
+    if mine:
+        raise probe_failure(target, mine)
+    absent = [s for s in needed if not s.supported]
+    if absent:
+        raise Unsupported("; ".join(support.reason for support in absent))
+
+
+def probe_failure(target: Target, failed: list[Support]) -> ConformanceFailure:
+    """The judge's verdict on its feature's failed probe, with the probe's exchange as evidence."""
+    for support in failed:
+        if support.evidence is not None:
+            target.recorder.exchanges.append(Exchange.from_evidence(support.evidence))
+    first = failed[0]
+    return ConformanceFailure(
+        f"{first.feature}: a request that uses it answered as if it were used, or refused with a 4xx",
+        "; ".join(s.detail for s in failed),
+        reason="feature-probe",
+        subject=probe_subject(first),
+    )
 
 
 @pytest.hookimpl(trylast=True)  # after -k and -m deselect: the plan is what will run

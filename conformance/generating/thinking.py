@@ -65,12 +65,16 @@ def adaptive_served(model_info: dict[str, Any] | None) -> bool:
     )
 
 
-def thinking_config(model_info: dict[str, Any] | None, display: str | None = None) -> dict[str, Any]:
-    """The cheapest thinking the model takes: adaptive, else enabled with the smallest budget."""
+def thinking_config(
+    model_info: dict[str, Any] | None, display: str | None = None, *, way: str | None = None
+) -> dict[str, Any]:
+    """The cheapest thinking the model takes: `way` (`adaptive` or `enabled`: what the run's probe
+    saw served, conformance/evidence.py), else adaptive unless the capabilities say the model
+    lacks it, else enabled with the smallest budget."""
+    if way is None:
+        way = "adaptive" if adaptive_served(model_info) else "enabled"
     config: dict[str, Any] = (
-        {"type": "adaptive"}
-        if adaptive_served(model_info)
-        else {"type": "enabled", "budget_tokens": ENABLED_BUDGET}
+        {"type": "adaptive"} if way == "adaptive" else {"type": "enabled", "budget_tokens": ENABLED_BUDGET}
     )
     if display is not None:
         config["display"] = display
@@ -78,10 +82,16 @@ def thinking_config(model_info: dict[str, Any] | None, display: str | None = Non
 
 
 def thinking_body(
-    target: Target, model_info: dict[str, Any] | None, *, display: str | None = None, **changes: Any
+    target: Target,
+    model_info: dict[str, Any] | None,
+    *,
+    display: str | None = None,
+    way: str | None = None,
+    **changes: Any,
 ) -> dict[str, Any]:
-    """A small create request with thinking on (no temperature: thinking allows only 1)."""
-    config = thinking_config(model_info, display)
+    """A small create request with thinking on (no temperature: thinking allows only 1), set up
+    the way the run found thinking served (`target.ways`), unless `way` says."""
+    config = thinking_config(model_info, display, way=way or target.ways.get("thinking"))
     room = ENABLED_BUDGET if config["type"] == "enabled" else 0
     body = message_body(
         target,

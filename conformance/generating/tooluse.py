@@ -28,6 +28,7 @@ __all__ = [
     "DEFERRED_TOOL",
     "EDITOR",
     "FETCH_PROMPT",
+    "FORCING_WAYS",
     "ONE_CALL",
     "REGEX_SEARCH",
     "SEARCH_PROMPT",
@@ -47,6 +48,7 @@ __all__ = [
     "expect_valid_instance",
     "fetch_body",
     "forced_tool",
+    "forcing",
     "parse_json_text",
     "schema_errors",
     "search_body",
@@ -57,6 +59,7 @@ __all__ = [
     "tool_body",
     "tool_result_turns",
     "tool_uses",
+    "way_choice",
     "web_search_body",
 ]
 
@@ -114,6 +117,31 @@ SHAPE_TOOL: dict[str, Any] = {
 TOOLS: list[dict[str, Any]] = [colour_tool(), SHAPE_TOOL]
 
 
+# The ways to ask for a call, in the order the run's probe tries them (conformance/evidence.py):
+# any tool, else the first tool by name, else auto (which forces nothing).
+FORCING_WAYS = ("any", "tool", "auto")
+
+
+def way_choice(way: str, tools: list[dict[str, Any]], *, parallel: bool = False) -> dict[str, Any]:
+    """The tool_choice of one way to ask for a call (`tool`: the first of `tools` by name); one
+    call unless `parallel`."""
+    choice: dict[str, Any] = {"type": way}
+    if way == "tool":
+        choice["name"] = tools[0]["name"]
+    if not parallel:
+        choice["disable_parallel_tool_use"] = True
+    return choice
+
+
+def forcing(
+    target: Target, tools: list[dict[str, Any]] | None = None, *, parallel: bool = False
+) -> dict[str, Any]:
+    """The tool_choice that asks for a call the way the target takes one (`target.ways`: the
+    run's probe found tool_choice any refused, say, and the named tool taken): a refused set-up
+    is TOOL-001's finding, never every tool property's."""
+    return way_choice(target.ways.get("tools", "any"), TOOLS if tools is None else tools, parallel=parallel)
+
+
 def tool_body(
     target: Target,
     *,
@@ -122,13 +150,15 @@ def tool_body(
     prompt: str = TOOL_PROMPT,
     **changes: Any,
 ) -> dict[str, Any]:
-    """A greedy request offering `tools` (default: TOOLS) with `tool_choice` (default: any tool,
-    one call); `changes` replace any field (messages, max_tokens, ...)."""
+    """A greedy request offering `tools` (default: TOOLS) with `tool_choice` (default: one call,
+    forced the way the target takes it: `forcing`); `changes` replace any field (messages,
+    max_tokens, ...)."""
+    offered = TOOLS if tools is None else tools
     body: dict[str, Any] = {
         "max_tokens": TOOL_MAX_TOKENS,
         "messages": [{"role": "user", "content": prompt}],
-        "tools": copy.deepcopy(TOOLS if tools is None else tools),
-        "tool_choice": copy.deepcopy(tool_choice or ONE_CALL),
+        "tools": copy.deepcopy(offered),
+        "tool_choice": copy.deepcopy(tool_choice or forcing(target, offered)),
     }
     return message_body(target, **{**body, **changes})
 

@@ -28,16 +28,10 @@ def _property_context(request: pytest.FixtureRequest, target: Target) -> Iterato
 
 
 @pytest.fixture(scope="session")
-def model_info(target: Target) -> dict[str, Any] | None:
-    """The target's ModelInfo for the model under test, or None when it has none."""
-    response = target.request("GET", f"/v1/models/{target.model}")
-    if response.status_code != 200:
-        return None
-    try:
-        info = response.json()
-    except ValueError:
-        return None
-    return info if isinstance(info, dict) else None
+def model_info(request: pytest.FixtureRequest, target: Target) -> dict[str, Any] | None:
+    """The target's ModelInfo for the model under test (`GET /v1/models/{model}`, else its entry
+    in `GET /v1/models`), or None when neither gives one: a hint, never a verdict's evidence."""
+    return session_features(request.config).model_info()
 
 
 @pytest.fixture(scope="session")

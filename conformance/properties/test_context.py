@@ -1,11 +1,12 @@
 """CTX-*: context management (`context_management.edits`, beta `context-management-2025-06-27`).
 
-Where the target serves it (the profile, or `capabilities.context_management` and the flag of
-each edit): `clear_thinking_20251015` clears the thinking of older assistant turns and says so in
-`context_management.applied_edits` (non-streamed and in the final message_delta),
-`clear_tool_uses_20250919` clears the oldest tool results once its trigger is reached and
-reports how many, count_tokens counts the prompt as edited, and an edit the model's
-capabilities say it lacks is a 400, never silently ignored. Each edit is judged by what it
+Where the target serves it (the profile, or a request with the edit answered with its
+`context_management` report: conformance/evidence.py): `clear_thinking_20251015` clears the
+thinking of older assistant turns and says so in `context_management.applied_edits`
+(non-streamed and in the final message_delta), `clear_tool_uses_20250919` clears the oldest tool
+results once its trigger is reached and reports how many, count_tokens counts the prompt as
+edited, and an edit is reported or refused with a 400, never silently ignored (CTX-005, which
+judges the run's probe of each edit where it failed). Each edit is judged by what it
 reports and by what it takes out of the prompt (the input tokens of the same request with
 nothing cleared).
 
@@ -23,8 +24,9 @@ from typing import Any
 
 import pytest
 
+from conformance import evidence
 from conformance.catalogue import Level, prop
-from conformance.features import Features
+from conformance.features import declared_in
 from conformance.generating.content import count_input_tokens, expect_accepted
 from conformance.generating.thinking import FOLLOW_UP, thinking_blocks, thinking_body
 from conformance.judging.checks import (
@@ -33,6 +35,7 @@ from conformance.judging.checks import (
     expect,
     expect_equal,
     expect_error,
+    json_object,
     read,
     read_optional,
 )
@@ -40,7 +43,7 @@ from conformance.wire.drivers import expect_stream, message_body, stream_raw, to
 from conformance.wire.target import Target
 
 EDITING = "build-with-claude/context-editing"
-BETA = "context-management-2025-06-27"
+BETA = evidence.CONTEXT_BETA
 CLEAR_THINKING = "clear_thinking_20251015"
 CLEAR_TOOL_USES = "clear_tool_uses_20250919"
 LAST_QUESTION = "And four plus four?"
@@ -52,12 +55,6 @@ WEATHER_TOOL = {
     "name": "get_weather",
     "description": "The current weather in a city.",
     "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-}
-# Edits the model's capabilities may say it lacks: feature (conformance/features.py) → the edit.
-EDITS: dict[str, dict[str, Any]] = {
-    "clear_thinking": {"type": CLEAR_THINKING, "keep": {"type": "thinking_turns", "value": 1}},
-    "clear_tool_uses": {"type": CLEAR_TOOL_USES},
-    "compaction": {"type": "compact_20260112"},
 }
 
 
@@ -322,14 +319,16 @@ def test_ctx_004_count_tokens(target: Target) -> None:
 @prop(
     "CTX-005",
     Level.SHOULD,
-    "An edit the model lacks is refused, never ignored",
+    "An edit is applied and reported, or refused: never ignored",
     url=f"{EDITING}#overview",
-    requirement="A context_management edit that the model's capabilities say it does not serve "
-    "(context_management.<edit>.supported false) is a 400 invalid_request_error, never a 200 "
-    "that silently leaves the prompt whole."
-    " No docs sentence says an edit the model lacks is refused rather than ignored; a refusal is what a "
+    requirement="A request with a context_management edit (clear_thinking, clear_tool_uses, compaction)"
+    " is either answered with a context_management report (its applied_edits, empty where nothing "
+    "was cleared) or refused with a 400 invalid_request_error, as the model's capabilities say of "
+    "it where they do. A 200 without the report is the edit silently ignored."
+    " No docs sentence says an edit a server lacks is refused rather than ignored; a refusal is what a "
     "client can act on, so this is a SHOULD.",
     requires=("context_management",),
+    detects=tuple(evidence.EDITS),
     covers=(
         "endpoint:POST /v1/messages",
         "endpoint:GET /v1/models/{model_id}",
@@ -340,28 +339,31 @@ def test_ctx_004_count_tokens(target: Target) -> None:
         "error:invalid_request_error",
     ),
 )
-def test_ctx_005_lacking_edit_refused(target: Target, model_info: Info) -> None:
-    """Only edits declared absent (profile or capabilities) are judged; one not declared either
-    way is not. (`model_info` is the session's ModelInfo, which the detection reads as well.)"""
-    features = Features(target)
-    lacking = {
-        name: edit
-        for name, edit in EDITS.items()
-        if (s := features.support(name)).source != "undeclared" and not s.supported
-    }
-    if not lacking:
-        pytest.skip("the model declares none of the context management edits absent")
+def test_ctx_005_edit_never_ignored(target: Target, model_info: Info) -> None:
+    """Each edit alone on a short request (the run's probe of it, conformance/evidence.py, sent
+    again). `model_info` is the session's ModelInfo: what it says of an edit is a hint, and a
+    refusal of an edit it says the model serves is judged here too."""
     cases = Cases()
-    for name, edit in lacking.items():
+    for name, edit in evidence.EDITS.items():
         with cases.case(str(edit["type"])):
-            body = managed(message_body(target), edit)
+            body = evidence.edit_body(target, name, model_info)
             response = target.request("POST", "/v1/messages", json_body=body, headers=beta_headers(target))
-            if response.status_code == 200:
-                lacks = features.support(name).reason
-                raise ConformanceFailure(
-                    f"HTTP 400 invalid_request_error: {edit['type']}, which the model lacks ({lacks})",
-                    f"HTTP 200: {response.text[:300]}",
-                    reason="accepted",
+            if response.status_code != 200:
+                expect_error(response, 400, "invalid_request_error")
+                expect(
+                    declared_in(model_info, name) is not True,
+                    f"HTTP 200 with a context_management report: the capabilities say the model serves "
+                    f"{edit['type']}",
+                    f"HTTP {response.status_code}: {response.text[:300]}",
+                    reason="refused",
                 )
-            expect_error(response, 400, "invalid_request_error")
+                continue
+            answer = json_object(response, "the Message")
+            expect(
+                isinstance(answer.get("context_management"), dict),
+                f"a context_management report of {edit['type']} (its applied_edits)",
+                f"HTTP 200 without one: {response.text[:300]}",
+                reason="edit-ignored",
+                subject="context_management edits accepted, not used",
+            )
     cases.check()

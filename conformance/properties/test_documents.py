@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from conformance.catalogue import Level, prop
-from conformance.features import Features
+from conformance.features import declared_in
 from conformance.generating.content import (
     ask,
     b64,
@@ -149,17 +149,19 @@ def test_doc_001_accepted(target: Target) -> None:
     ),
 )
 def test_doc_002_counted(target: Target) -> None:
+    """count_tokens with no document, a short one and a longer one (text and PDF); usage with no
+    document, with a text document and with a search result (a gateway that drops either answers
+    with the usage of the bare question)."""
     cases = Cases()
-    bare = ask(target, question=QUESTION)
-    (plain, _) = count_input_tokens(target, bare)
     ladders = {
         "text documents": [text_document(LIGHTHOUSE), text_document(" ".join([LIGHTHOUSE] * 4))],
         "PDF documents": [pdf_block(PAGES[:1]), pdf_block(PAGES * 2)],
     }
     for name, (small, large) in ladders.items():
         with cases.case(f"count_tokens, {name}"):
-            counts = [plain] + [
-                count_input_tokens(target, ask(target, d, question=QUESTION))[0] for d in (small, large)
+            counts = [
+                count_input_tokens(target, ask(target, *blocks, question=QUESTION))[0]
+                for blocks in ([], [small], [large])
             ]
             expect(
                 counts[0] < counts[1] < counts[2],
@@ -167,21 +169,33 @@ def test_doc_002_counted(target: Target) -> None:
                 f"input_tokens {counts[0]}, {counts[1]}, {counts[2]}",
                 reason="document-not-counted",
             )
-    with cases.case("usage"):
-        used = [
-            total_input_tokens(read(create_json(target, body), "usage", dict, where=MESSAGE), where="usage")
-            for body in (
-                ask(target, question=QUESTION, max_tokens=1),
-                ask(target, ladders["text documents"][1], question=QUESTION, max_tokens=1),
+
+    def used(*blocks: Any) -> int:
+        message = create_json(target, ask(target, *blocks, question=QUESTION, max_tokens=1))
+        return total_input_tokens(read(message, "usage", dict, where=MESSAGE), where="usage")
+
+    without = None
+    for name, block in (("document", ladders["text documents"][1]), ("search_result", SEARCH_RESULT)):
+        with cases.case(f"usage, a {name} block"):
+            without = used() if without is None else without
+            with_it = used(block)
+            expect(
+                without < with_it,
+                f"usage: more input tokens with the {name} block than without ({without})",
+                with_it,
+                reason="document-not-counted",
+                subject=f"{'documents' if name == 'document' else 'search_result blocks'} accepted, not used",
             )
-        ]
-        expect(
-            used[0] < used[1],
-            "usage: more input tokens with the document",
-            used,
-            reason="document-not-counted",
-        )
     cases.check()
+
+
+# A search result of about the size of LIGHTHOUSE x 4 (DOC-002 judges that it reaches the model).
+SEARCH_RESULT = {
+    "type": "search_result",
+    "source": "https://cape.example/lighthouse",
+    "title": "The cape",
+    "content": [{"type": "text", "text": " ".join([LIGHTHOUSE] * 4)}],
+}
 
 
 @prop(
@@ -247,12 +261,13 @@ def test_doc_004_broken_pdf(target: Target) -> None:
     Level.SHOULD,
     "citations enabled is honoured or refused, never ignored",
     url=f"{CITATIONS}#how-citations-work",
-    requirement="A document with citations {enabled: true} is accepted where the model serves "
-    "citations, and a 400 invalid_request_error where its capabilities say it does not: never a "
-    "200 that silently drops the request for citations."
+    requirement="A document with citations {enabled: true}, and a question that asks for a quote of "
+    "it, is answered with a citation, or refused with a 400 invalid_request_error (a model that "
+    "lacks citations): never a 200 that silently drops the request for citations."
     " The docs do not say citations a model lacks are refused rather than ignored (DOC-006..008 judge "
     "citations where they are served), so this is a SHOULD.",
     requires=("documents",),
+    detects=("citations",),
     covers=(
         "endpoint:POST /v1/messages",
         "endpoint:GET /v1/models/{model_id}",
@@ -261,23 +276,34 @@ def test_doc_004_broken_pdf(target: Target) -> None:
     ),
 )
 def test_doc_005_citations_never_ignored(target: Target, model_info: dict[str, Any] | None) -> None:
-    """The model's word (profile, else capabilities) decides what is expected; a target that says
-    nothing passes with a 400 or with citations in the answer. (`model_info` is the session's
-    ModelInfo, which the detection reads as well: taking it records that this property reads it.)"""
-    support = Features(target).support("citations")
+    """What the target does decides, not what it declares: the run's probe of citations
+    (conformance/evidence.py) sent again. A 200 carries a citation; a refusal is the documented
+    400. (`model_info` is the session's ModelInfo: a refusal of citations its capabilities say
+    the model serves is judged here too.)"""
     body = ask(target, text_document(LIGHTHOUSE, title="The cape", citations=CITED), question=QUESTION)
     body["max_tokens"] = CITING_MAX_TOKENS
-    if support.supported:
-        expect_accepted(target, body, f"citations enabled on a target that serves them ({support.reason})")
-        return
-    if support.source != "undeclared":
-        expect_refused(target, body, f"citations enabled on a target that lacks them ({support.reason})")
-        return
     response = target.request("POST", "/v1/messages", json_body=body)
     if response.status_code != 200:
         expect_error(response, 400, "invalid_request_error")
-    elif not citations_of(json_object(response, MESSAGE)):
-        pytest.skip("no citation came, and the target does not say whether it serves citations")
+        expect(
+            declared_in(model_info, "citations") is not True,
+            "HTTP 200 with a citation: the capabilities say the model serves citations",
+            f"HTTP {response.status_code}: {response.text[:300]}",
+            reason="refused",
+            subject="citations refused though the capabilities say they are served",
+        )
+        return
+    message = json_object(response, MESSAGE)
+    expect(
+        bool(citations_of(message)),
+        "a citation on the answer's text (citations enabled, a quote asked for), or a 400",
+        f"HTTP 200 without a citation: {response.text[:300]}",
+        reason="citations-ignored",
+        subject=CITATIONS_IGNORED,
+    )
+
+
+CITATIONS_IGNORED = "citations accepted, not used"
 
 
 @prop(

@@ -26,7 +26,6 @@ from conformance.generating.thinking import (
     streamed_thinking,
     thinking_blocks,
     thinking_body,
-    thinking_config,
 )
 from conformance.generating.tooluse import tool_body
 from conformance.judging.checks import (
@@ -441,15 +440,14 @@ def test_think_007_unchanged_accepted(target: Target, model_info: Info) -> None:
 def test_think_008_display_omitted(target: Target, model_info: Info) -> None:
     cases = Cases()
     with cases.case("plain"):
-        _, message = answer_with_thinking(target, model_info, thinking=thinking_config(model_info, "omitted"))
+        _, message = answer_with_thinking(target, model_info, display="omitted")
         for n, shown_block in thinking_blocks(message):
             shown = read(shown_block, "thinking", str, where=f"thinking block {n}")
             expect(shown == "", f'thinking block {n}: thinking ""', shown, reason="omitted-text")
             signature = read(shown_block, "signature", str, where=f"thinking block {n}")
             expect(bool(signature), f"thinking block {n}: a signature", '""', reason="signature-empty")
     with cases.case("streamed"):
-        omitted = thinking_config(model_info, "omitted")
-        _, _, blocks = stream_with_thinking(target, model_info, thinking=omitted)
+        _, _, blocks = stream_with_thinking(target, model_info, display="omitted")
         for block in blocks:
             expect(
                 block.joined == "",

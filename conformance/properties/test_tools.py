@@ -12,6 +12,7 @@ read the fields they need and judge their own rule.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -24,16 +25,20 @@ from conformance.generating.budget import Tally, budgeted
 from conformance.generating.strategies import object_schemas, uses_extended_keywords
 from conformance.generating.tooluse import (
     COLOUR_SCHEMA,
+    FORCING_WAYS,
     SHAPE_SCHEMA,
     TOOL_MAX_TOKENS,
     TOOLS,
     colour_tool,
     expect_valid_instance,
+    forcing,
     streamed_tool_calls,
     tool_body,
     tool_result_turns,
     tool_uses,
+    way_choice,
 )
+from conformance.judging import checks
 from conformance.judging.checks import (
     Cases,
     expect,
@@ -67,17 +72,38 @@ MESSAGES = "api/messages"
 STREAMING = "build-with-claude/streaming"
 MESSAGE = "the Message"
 LAST_DELTA = "the last message_delta"
-# Forced calls, one each (tooluse.ONE_CALL): several are asked for only where they are judged.
+# Forced calls, one each: several are asked for only where they are judged. A property asks
+# for calls the way the target takes them (tooluse.forcing: any, else the named tool, else
+# auto); only TOOL-001 sends a way the run found refused, as its finding.
 ANY = {"type": "any", "disable_parallel_tool_use": True}
 SHAPE = {"type": "tool", "name": "record_shape", "disable_parallel_tool_use": True}
-SEVERAL = {"type": "any"}  # calls may repeat: bounded by max_tokens
 ANSWER = 16  # max_tokens where any answer will do
 NO_CALL = "the forced request got no tool_use block"
 
 
 def forced(target: Target, choice: dict[str, Any] | None = None, **changes: Any) -> dict[str, Any]:
-    """The non-streamed answer to a forced call (default tool_choice any)."""
-    return create_json(target, tool_body(target, tool_choice=choice or ANY, **changes))
+    """The non-streamed answer to a forced call (default: the way the target takes one)."""
+    return create_json(target, tool_body(target, tool_choice=choice, **changes))
+
+
+def refused_ways(target: Target) -> list[str]:
+    """The ways of asking for a call (tool_choice types) the run's probe found refused: those it
+    tried before the one the target took (TOOL-001 judges them)."""
+    way = target.ways.get("tools")
+    return list(FORCING_WAYS[: FORCING_WAYS.index(way)]) if way in FORCING_WAYS else []
+
+
+def taken(target: Target, choices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`choices` less the ways the target refuses (each left out is said under the verdict);
+    none left: the way it takes."""
+    refused = refused_ways(target)
+    for choice in choices:
+        if choice["type"] in refused:
+            checks.note(
+                f"tool_choice {choice['type']} left out: the run found it refused (TOOL-001 judges that)"
+            )
+    kept = [choice for choice in choices if choice["type"] not in refused]
+    return kept or [forcing(target)]
 
 
 def calls_or_skip(message: dict[str, Any]) -> list[dict[str, Any]]:
@@ -156,11 +182,11 @@ def test_tool_002_forced_name(target: Target) -> None:
     names = [tool["name"] for tool in TOOLS]
     cases = Cases()
     judged = 0
-    for choice in (SHAPE, ANY):
+    for choice in taken(target, [SHAPE, ANY]):
         calls = tool_uses(forced(target, choice))
         judged += bool(calls)
         called = [read(call, "name", str, where="a tool_use block") for call in calls]
-        if calls and choice is SHAPE:
+        if calls and choice == SHAPE:
             with cases.case("tool_choice tool names the call"):
                 expect("record_shape" in called, "a tool_use named record_shape", called, reason="tool-name")
         # Only strict tools guarantee the names; these are not strict.
@@ -290,7 +316,7 @@ def _judge_inputs(target: Target, *, strict: bool) -> None:
     tool = colour_tool(strict=strict)
     cases = Cases()
     judged = 0
-    for choice in ({"type": "tool", "name": tool["name"], "disable_parallel_tool_use": True}, ANY):
+    for choice in taken(target, [way_choice("tool", [tool]), ANY]):
         with cases.case(f"tool_choice {choice['type']}"):
             message = forced(target, choice, tools=[tool, TOOLS[1]])
             schemas = {tool["name"]: COLOUR_SCHEMA, "record_shape": SHAPE_SCHEMA}
@@ -392,7 +418,7 @@ def test_tool_006_input_valid(target: Target) -> None:
 def test_tool_007_unique_ids(target: Target) -> None:
     """Forced calls (several allowed, within 96 tokens), their results sent back, and forced
     calls again in the same conversation."""
-    body = tool_body(target, tool_choice=SEVERAL, max_tokens=96)
+    body = tool_body(target, tool_choice=forcing(target, parallel=True), max_tokens=96)
     first = calls_or_skip(create_json(target, body))
     first_ids = [read(call, "id", str, where="a tool_use block") for call in first]
     expect(
@@ -497,7 +523,7 @@ def test_tool_008_tool_result_round_trip(target: Target) -> None:
             "messages.create (forced call)",
             client.messages.create,
             messages=[ask],
-            tool_choice=ANY,
+            tool_choice=forcing(target),
             max_tokens=TOOL_MAX_TOKENS,
             **request,
         )
@@ -574,20 +600,26 @@ def test_tool_009_tool_choice_none(target: Target) -> None:
     ),
 )
 def test_tool_010_no_parallel_calls(target: Target) -> None:
-    """Asks for three calls; auto and any, each with disable_parallel_tool_use."""
+    """Asks for three calls with tool_choice any, the named tool and auto, each with
+    disable_parallel_tool_use (the ways the run found refused are TOOL-001's). An answer without
+    a call judges nothing here: none at all is TOOL-001's finding."""
     prompt = "Record three colours: red, then green, then blue. Call the tool once for each colour."
     cases = Cases()
-    for kind in ("any", "auto"):
-        with cases.case(f"tool_choice {kind}"):
-            choice = {"type": kind, "disable_parallel_tool_use": True}
+    judged = 0
+    for choice in taken(target, [way_choice(way, TOOLS) for way in FORCING_WAYS]):
+        with cases.case(f"tool_choice {choice['type']}"):
             calls = tool_uses(forced(target, choice, prompt=prompt, max_tokens=96))
+            judged += bool(calls)
             expect(
                 len(calls) <= 1,
                 "at most one tool_use block",
                 [c.get("name") for c in calls],
                 reason="parallel",
+                subject="disable_parallel_tool_use ignored: several tool_use blocks",
             )
     cases.check()
+    if not judged:
+        not_judged(f"{NO_CALL}, whatever the tool_choice", judged_by="TOOL-001")
 
 
 @prop(
@@ -612,14 +644,28 @@ def test_tool_010_no_parallel_calls(target: Target) -> None:
     ),
 )
 def test_tool_011_fragments_join(target: Target) -> None:
-    # One call: it fits max_tokens, so no call is cut short (a model may repeat calls until then).
-    body = tool_body(target, tool_choice={"type": "any", "disable_parallel_tool_use": True})
+    """One call: it fits max_tokens, so no call is cut short; where one is (a model may repeat
+    calls until then), its fragments stop mid-object, as the API documents for max_tokens, and
+    only the calls before it are judged."""
+    body = tool_body(target)
     run = expect_stream(stream_raw(target, body))
     calls = streamed_tool_calls(run)
+    cut = None
+    if calls and _cut_by_max_tokens(run):
+        cut = calls.pop().index
+        checks.note("the last tool_use, cut by max_tokens, is not judged (its input may stop mid-object)")
     if not calls:
-        not_judged("the stream has no tool_use block", judged_by="TOOL-001")
-    expect_no_violations(
-        run, {"partial-json-invalid"}, "each tool block's partial_json joins into one JSON object"
+        not_judged("the stream has no tool_use block that max_tokens left whole", judged_by="TOOL-001")
+    found = [
+        v
+        for v in (run.report.violations if run.report is not None else [])
+        if v.code == "partial-json-invalid" and not re.match(rf"block {cut}\b", v.message)
+    ]
+    expect(
+        not found,
+        "each tool block's partial_json joins into one JSON object",
+        "; ".join(f"[{v.code}] event {v.event_index}: {v.message}" for v in found[:4]),
+        reason="partial-json-invalid",
     )
 
     def accumulate() -> Any:
@@ -643,6 +689,12 @@ def test_tool_011_fragments_join(target: Target) -> None:
             "the SDK's accumulated inputs vs the joined fragments of the stream it read",
             reason="stream-diff",
         )
+
+
+def _cut_by_max_tokens(run: StreamRun) -> bool:
+    deltas = run.of_type("message_delta")
+    delta = deltas[-1].get("delta") if deltas else None
+    return isinstance(delta, dict) and delta.get("stop_reason") == "max_tokens"
 
 
 def _loads(text: str) -> Any:
@@ -910,14 +962,11 @@ def test_tool_015_generated_schemas(target: Target) -> None:
         pytest.skip(tally.skip_reason("schemas (each call was refused or cut by max_tokens)"))
 
 
-# The ways TOOL-017 asks for a call, in turn, until one gives a tool_use block to judge: a
-# target that ignores one tool_choice (TOOL-001's finding) may honour another.
-ID_CHOICES = (ANY, SHAPE, {"type": "auto"})
-
-
 def first_calls(fetch: Callable[[dict[str, Any]], list[Any]], target: Target) -> list[Any]:
-    """The calls of the first request of ID_CHOICES that makes any (none: TOOL-001's finding)."""
-    for choice in ID_CHOICES:
+    """The calls of the first way of asking (any, the named tool, auto; those the run found
+    refused left out) that makes any: a target that ignores one tool_choice (TOOL-001's
+    finding) may honour another. None at all: TOOL-001's finding."""
+    for choice in taken(target, [way_choice(way, TOOLS) for way in FORCING_WAYS]):
         if calls := fetch(tool_body(target, tool_choice=choice)):
             return calls
     not_judged(f"{NO_CALL}, whatever the tool_choice (any, tool, auto)", judged_by="TOOL-001")

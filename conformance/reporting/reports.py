@@ -320,7 +320,7 @@ def render_html(index: dict[str, Any], results: Sequence[Result]) -> str:
 
 
 def _served(support: dict[str, Any]) -> str:
-    """A feature's state in words: a failed probe (features.PROBE_JUDGE) left it unjudged."""
+    """A feature's state in words: a failed probe (features.JUDGES) left it unjudged."""
     return "not judged" if support.get("failed") else "served" if support["supported"] else "not served"
 
 

@@ -287,6 +287,10 @@ class Target:
         # to a target that refuses them, unless that refusal is what it judges.
         self.greedy = False
         self.prefill = False
+        # The way each optional feature was found served (features.py: the set-up its probe saw
+        # answered, e.g. `tools: "tool"` where tool_choice any is refused): the properties set
+        # their requests up the same way, so one refused set-up is one property's finding.
+        self.ways: dict[str, str] = {}
 
     @property
     def model(self) -> str:

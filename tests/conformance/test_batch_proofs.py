@@ -110,8 +110,9 @@ def test_a_correct_target_passes(batches_url, profile, tmp_path, monkeypatch):
     assert set(got.values()) == {"PASS"}, output[-6000:]
     assert index["feature_support"]["batches"] == {
         "supported": True,
-        "source": "capabilities",
-        "detail": "/v1/models/scripted: capabilities.batch.supported is true",
+        "source": "probe",
+        "detail": "GET /v1/messages/batches got HTTP 200 (declared: batch.supported true)",
+        "declared": True,
     }
     assert code == 0
 
@@ -206,19 +207,20 @@ def test_batches_unsupported_when_the_model_says_so(batches_url, profile, tmp_pa
     assert set(verdicts(index)) == judged()
     first = next(p for p in index["properties"] if p["id"] == "BATCH-001")
     assert first["message"] == (
-        "batches not served (capabilities: /v1/models/scripted: capabilities.batch.supported is false)"
+        "batches not served (probe: GET /v1/messages/batches got HTTP 404: not_found_error: Not Found "
+        "(declared: batch.supported false))"
     )
     assert code == 0
 
 
 @pytest.mark.slow
-def test_batches_claimed_and_missing_fail(batches_url, profile, tmp_path):
-    """Capabilities saying batches are served, every batch path a 404: FAIL (WARN for a SHOULD),
-    never ERROR; only the unknown-id property, whose answer is a 404, passes."""
+def test_batches_claimed_and_missing_fail_once(batches_url, profile, tmp_path):
+    """Capabilities saying batches are served, every batch path a 404: BATCH-001 (the judge of
+    batches) FAILs on the run's probe, the others SKIP naming it; never ERROR."""
     fault = Fault("no batch endpoints", request=_no_batch_endpoints)
     with running_proxy(FaultProxy(batches_url, everywhere=fault)) as url:
         code, index, output = run(url, tmp_path, profile)
-    expected = {pid: "PASS" if pid == "BATCH-012" else broken(pid) for pid in judged()}
+    expected = {pid: "FAIL" if pid == "BATCH-001" else "SKIP" for pid in judged()}
     got = verdicts(index)
     assert got == expected, (
         f"{details(index, {p for p in got if got[p] != expected.get(p)})}\n{output[-3000:]}"

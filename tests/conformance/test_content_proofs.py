@@ -115,7 +115,7 @@ def test_a_correct_target_passes(content_url, profile, tmp_path):
         "clear_tool_uses",
     ):
         assert detected[feature]["supported"] is True, feature
-        assert detected[feature]["source"] == "capabilities", feature
+        assert detected[feature]["source"] == "probe", feature  # shown by a request that uses it
     assert code == 0
 
 
@@ -135,16 +135,19 @@ def test_extra_faults_fail_their_property(content_url, profile, tmp_path, name):
     assert code == 1
 
 
-# --- what the capabilities say decides -----------------------------------------------------------
+# --- what the target does decides ----------------------------------------------------------------
 
 
-def _capabilities(change: dict[str, Any]) -> Any:
-    """A response rewrite: the ModelInfo's capabilities updated with `change`."""
+def _capabilities(change: dict[str, Any] | None) -> Any:
+    """A response rewrite: the ModelInfo's capabilities updated with `change` (None: nulled)."""
 
     def apply(request: Request, response: Response) -> Response:
         data = response.json
         if response.status == 200 and isinstance(data, dict) and data.get("type") == "model":
-            data["capabilities"].update(change)
+            if change is None:
+                data["capabilities"] = None
+            else:
+                data["capabilities"].update(change)
             return response.with_json(data)
         return response
 
@@ -168,6 +171,35 @@ def _refuse_citations(request: Request) -> Request | Response:
     return request
 
 
+def _drop(*kinds: str) -> Any:
+    """A request rewrite: every block of `kinds` left out of every turn, without a word (a
+    gateway that cannot translate them)."""
+
+    def apply(request: Request) -> Request | Response:
+        body = request.json
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return request
+        for turn in body["messages"]:
+            if isinstance(turn, dict) and isinstance(turn.get("content"), list):
+                turn["content"] = [
+                    b for b in turn["content"] if not (isinstance(b, dict) and b.get("type") in kinds)
+                ]
+        return request.with_json(body)
+
+    return apply
+
+
+def _no_citations(request: Request, response: Response) -> Response:
+    """Every citation taken off the answer (a gateway that drops `citations` on the way)."""
+    data = response.json
+    if isinstance(data, dict) and isinstance(data.get("content"), list):
+        for block in data["content"]:
+            if isinstance(block, dict) and "citations" in block:
+                block["citations"] = None
+        return response.with_json(data)
+    return response
+
+
 NONE = {"supported": False}
 ABSENT = {
     "pdf_input": NONE,
@@ -178,51 +210,101 @@ ABSENT = {
 
 
 @pytest.mark.slow
-def test_unsupported_when_the_model_says_so(content_url, profile, tmp_path):
-    """Capabilities saying none of the features is served: every property UNSUPPORTED, with the
-    capability that said so."""
-    fault = Fault("nothing served", response=_capabilities(ABSENT))
+def test_capabilities_null_change_nothing(content_url, profile, tmp_path):
+    """A gateway declares nothing (`capabilities: null`, as the schema allows): every feature is
+    still found served by what the target does, and every property PASSes."""
+    fault = Fault("capabilities null", response=_capabilities(None))
     with running_proxy(FaultProxy(content_url, everywhere=fault)) as url:
         code, index, output = run(url, tmp_path, profile)
-    assert set(verdicts(index).values()) == {"UNSUPPORTED"}, output[-3000:]
-    messages = {p["id"]: p["message"] for p in index["properties"]}
-    said = "(capabilities: /v1/models/scripted: capabilities.{} is false)"
-    assert messages["DOC-001"] == "documents not served " + said.format("pdf_input.supported")
-    assert messages["IMG-001"] == "images not served " + said.format("image_input.supported")
-    assert messages["DOC-008"] == "; ".join(
-        [
-            "documents not served " + said.format("pdf_input.supported"),
-            "citations not served " + said.format("citations.supported"),
-        ]
-    )
-    assert messages["CTX-003"].startswith(
-        "context_management not served " + said.format("context_management.supported")
-    )
+    assert set(verdicts(index).values()) == {"PASS"}, output[-3000:]
     assert code == 0
 
 
 @pytest.mark.slow
-def test_features_claimed_and_refused_fail(content_url, profile, tmp_path):
-    """Capabilities saying documents and images are served, every one refused: FAIL."""
-    fault = Fault("documents and images refused", request=_refuse("document", "image"))
+def test_refused_features_are_unsupported_in_the_targets_words(content_url, profile, tmp_path):
+    """Every feature refused with a 400, as its capabilities say: UNSUPPORTED, with the refusal."""
+
+    def refuse(request: Request) -> Request | Response:
+        body = request.body.decode()
+        if '"context_management"' in body:
+            return error(400, "invalid_request_error", "context_management: not supported")
+        return _refuse("document", "image", "search_result")(request)
+
+    fault = Fault("nothing served", request=refuse, response=_capabilities(ABSENT))
     with running_proxy(FaultProxy(content_url, everywhere=fault)) as url:
-        code, index, output = run(url, tmp_path, profile, ["-k", "doc_001 or img_001 or img_007"])
-    assert verdicts(index) == {"DOC-001": "FAIL", "IMG-001": "FAIL", "IMG-007": "FAIL"}, output[-3000:]
+        code, index, output = run(url, tmp_path, profile)
+    assert set(verdicts(index).values()) == {"UNSUPPORTED"}, output[-3000:]
+    messages = {p["id"]: p["message"] for p in index["properties"]}
+    words = "got HTTP 400: invalid_request_error: document, image, search_result: not supported"
+    assert messages["DOC-001"] == (
+        f"documents not served (probe: a request with a plain-text document {words} "
+        "(declared: pdf_input.supported false))"
+    )
+    assert messages["IMG-001"].startswith(
+        "images not served (probe: a request with a 200x200 PNG image got HTTP 400"
+    )
+    assert "context_management: not supported" in messages["CTX-003"]
+    assert code == 0
+
+
+@pytest.mark.slow
+def test_a_dropped_document_is_one_failure(content_url, profile, tmp_path):
+    """A gateway that drops every document and search_result block without a word (and declares
+    nothing): DOC-002, whose rule that breaks, FAILs on the run's probe; every other property
+    that needs documents SKIPs naming it."""
+    fault = Fault(
+        "documents dropped", request=_drop("document", "search_result"), response=_capabilities(None)
+    )
+    with running_proxy(FaultProxy(content_url, everywhere=fault)) as url:
+        code, index, output = run(url, tmp_path, profile, ["-k", "test_doc_"])
+    got = verdicts(index)
+    assert got.pop("DOC-002") == "FAIL", output[-3000:]
+    assert set(got.values()) == {"SKIP"}, output[-3000:]
+    assert {p["judged_by"] for p in index["properties"] if p["verdict"] == "SKIP"} == {"DOC-002"}
+    [failed] = [p for p in index["properties"] if p["id"] == "DOC-002"]
+    assert failed["evidence_file"], failed  # the probe's exchange
+    assert [c["cause"] for c in index["causes"]] == ["documents accepted, not used"]
+    assert index["feature_support"]["documents"]["failed"] is True
     assert code == 1
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("refused", "verdict"), [(True, "PASS"), (False, "WARN")])
-def test_citations_said_absent_must_be_refused(content_url, profile, tmp_path, refused, verdict):
-    """The reference server's case: documents served, citations not. Refusing citations is what
-    DOC-005 asks (the citation properties are then UNSUPPORTED); taking them silently WARNs (the
-    docs do not say a model must refuse them: a SHOULD), and --strict fails the gate for it."""
-    fault = Fault(
-        "citations said absent",
-        response=_capabilities({"citations": NONE}),
-        request=_refuse_citations if refused else None,
-    )
+def test_features_claimed_and_refused_fail(content_url, profile, tmp_path):
+    """Capabilities saying documents and images are served, every one refused: one FAIL each,
+    by the feature's judge (DOC-002, IMG-007); the others SKIP naming it."""
+    fault = Fault("documents and images refused", request=_refuse("document", "image"))
     with running_proxy(FaultProxy(content_url, everywhere=fault)) as url:
+        code, index, output = run(url, tmp_path, profile, ["-k", "doc_001 or doc_002 or img_001 or img_007"])
+    assert verdicts(index) == {
+        "DOC-001": "SKIP",
+        "DOC-002": "FAIL",
+        "IMG-001": "SKIP",
+        "IMG-007": "FAIL",
+    }, output[-3000:]
+    assert code == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("fault", "verdicts_wanted"),
+    [
+        ("refused", {"DOC-005": "PASS", "DOC-006": "UNSUPPORTED"}),
+        ("dropped", {"DOC-005": "WARN", "DOC-006": "SKIP"}),
+        ("declared absent, served", {"DOC-005": "PASS", "DOC-006": "PASS"}),
+    ],
+)
+def test_citations_are_honoured_or_refused(content_url, profile, tmp_path, fault, verdicts_wanted):
+    """The reference server's case once: documents served, citations not. Refusing citations is
+    what DOC-005 asks (the citation properties are then UNSUPPORTED); dropping them silently
+    WARNs DOC-005 once (a SHOULD: the docs do not say a model must refuse them), and --strict
+    fails the gate for it; serving them is served, whatever the capabilities say."""
+    said_absent = _capabilities({"citations": NONE})
+    faults = {
+        "refused": Fault("citations refused", request=_refuse_citations, response=said_absent),
+        "dropped": Fault("citations dropped", response=_no_citations),
+        "declared absent, served": Fault("citations said absent", response=said_absent),
+    }
+    with running_proxy(FaultProxy(content_url, everywhere=faults[fault])) as url:
         code, index, output = run(url, tmp_path, profile, ["-k", "doc_005 or doc_006", "--strict"])
-    assert verdicts(index) == {"DOC-005": verdict, "DOC-006": "UNSUPPORTED"}, output[-3000:]
-    assert code == (0 if refused else 1)
+    assert verdicts(index) == verdicts_wanted, output[-3000:]
+    assert code == (1 if "WARN" in verdicts_wanted.values() else 0)

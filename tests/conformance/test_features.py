@@ -1,5 +1,6 @@
-"""Feature detection: the profile's word, else the model's capabilities, else one probe request
-(tools, structured outputs); only a 400 to the probe means the feature is absent."""
+"""Feature detection: the profile's word, else what a request that uses the feature shows
+(test_evidence.py judges each feature's evidence); Anthropic's own tools, the Files API and the
+request-shaping probes here."""
 
 from __future__ import annotations
 
@@ -80,30 +81,6 @@ def test_the_profile_decides_without_a_request():
     assert "batches = false" in batches.detail
 
 
-@pytest.mark.parametrize("stated", [True, False])
-def test_capabilities_decide_when_the_profile_is_silent(stated):
-    fake = Fake(capabilities={"structured_outputs": {"supported": stated}})
-    with running_proxy(fake) as url:
-        target, found = features(url)
-        support = found.support("structured_outputs")
-        target.close()
-    assert (support.supported, support.source) == (stated, "capabilities")
-    assert (
-        support.detail == f"/v1/models/m: capabilities.structured_outputs.supported is {json.dumps(stated)}"
-    )
-    assert fake.posts == []  # no probe needed
-
-
-def test_malformed_capabilities_fall_back_to_the_probe():
-    fake = Fake(capabilities={"structured_outputs": "yes"})
-    with running_proxy(fake) as url:
-        target, found = features(url)
-        support = found.support("structured_outputs")
-        target.close()
-    assert (support.supported, support.source) == (True, "probe")
-    assert fake.posts[0]["output_config"]["format"]["type"] == "json_schema"
-
-
 def test_a_400_to_the_tools_probe_means_absent_with_the_reason():
     fake = Fake(status=400, body=REFUSAL)
     with running_proxy(fake) as url:
@@ -111,35 +88,45 @@ def test_a_400_to_the_tools_probe_means_absent_with_the_reason():
         support = found.support("tools")
         again = found.support("tools")
         target.close()
-    assert (support.supported, support.source) == (False, "probe")
-    assert support.detail == "a forced tool call got HTTP 400: invalid_request_error: tools: not supported"
+    assert (support.supported, support.source, support.failed) == (False, "probe", False)
+    said = "got HTTP 400: invalid_request_error: tools: not supported"
+    assert support.detail == "; ".join(
+        f"a request with tool_choice {way} {said}" for way in ("any", "tool", "auto")
+    )
     assert support.reason.startswith("tools not served (probe: ")
     assert again is support
-    assert len(fake.posts) == 1
-    probe = fake.posts[0]
-    assert probe["tool_choice"] == {"type": "tool", "name": probe["tools"][0]["name"]}
+    assert [post["tool_choice"]["type"] for post in fake.posts] == ["any", "tool", "auto"]
 
 
-@pytest.mark.parametrize(("status", "served"), [(200, True), (500, True), (404, True), (400, False)])
-def test_only_a_400_refuses(status, served):
-    assert judge_probe("tools", status, b"not json").supported is served
+@pytest.mark.parametrize(("status", "failed"), [(500, True), (404, False), (422, False), (429, False)])
+def test_a_tools_probe_that_is_neither_taken_nor_refused_fails(status, failed):
+    fake = Fake(status=status, body={"error": {"message": "boom"}})
+    with running_proxy(fake) as url:
+        target, found = features(url)
+        support = found.support("tools")
+        target.close()
+    assert support.failed is failed
+    if failed:
+        assert not support.supported
+        assert support.evidence is not None  # TOOL-001 judges it on this exchange
 
 
-def test_a_failed_probe_is_judged_as_served():
+def test_a_failed_probe_is_not_served_and_keeps_its_exchange():
     target, found = features("http://127.0.0.1:9")
     try:
         support = found.support("tools")
     finally:
         target.close()
-    assert support.supported
+    assert (support.supported, support.failed) == (False, True)
     assert "ConnectError" in support.detail
+    assert support.evidence is not None
 
 
-def test_features_nothing_declares_are_absent():
+def test_the_mcp_connector_is_absent_unless_a_profile_declares_it():
     fake = Fake(capabilities=None)
     with running_proxy(fake) as url:
         target, found = features(url)
-        support = found.support("batches")
+        support = found.support("mcp")
         target.close()
     assert (support.supported, support.source) == (False, "undeclared")
     assert fake.posts == []
@@ -147,7 +134,7 @@ def test_features_nothing_declares_are_absent():
 
 @pytest.mark.parametrize(
     ("status", "served"),
-    [(200, True), (401, True), (500, True), (400, False), (404, False), (405, False), (422, False)],
+    [(200, True), (401, True), (500, False), (400, False), (404, False), (405, False), (422, False)],
 )
 def test_the_files_api_is_probed_by_its_list(status, served):
     fake = Fake(files_status=status)
@@ -156,6 +143,7 @@ def test_the_files_api_is_probed_by_its_list(status, served):
         support = found.support("files")
         target.close()
     assert (support.supported, support.source) == (served, "probe")
+    assert support.failed is (status == 500)  # neither served nor refused: FILES-001 judges it
     assert f"HTTP {status}" in support.detail
     [listed] = [headers for method, path, headers, _ in fake.seen if path == "/v1/files"]
     assert listed["anthropic-beta"] == "files-api-2025-04-14"
@@ -174,7 +162,9 @@ def test_probes_are_neither_tagged_nor_kept_as_the_propertys_evidence():
     assert tag == "TOOL-001"
     assert [e.method for e in exchanges] == ["GET"]
     tags = [headers.get(PROPERTY_HEADER) for method, _, headers, _ in fake.seen]
-    assert tags == ["TOOL-001", None]
+    assert tags[0] == "TOOL-001"
+    assert len(tags) > 1  # the model routes, then each way to force a call
+    assert set(tags[1:]) == {None}
 
 
 def _message(*blocks: dict[str, Any]) -> bytes:

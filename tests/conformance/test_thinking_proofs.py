@@ -49,8 +49,11 @@ def test_a_correct_target_passes(scripted_url, profile, tmp_path):
     assert set(got.values()) == {"PASS"}, output[-6000:]
     assert index["feature_support"]["thinking"] == {
         "supported": True,
-        "source": "capabilities",
-        "detail": "/v1/models/scripted: capabilities.thinking.supported is true",
+        "source": "probe",
+        "detail": "a request with adaptive thinking got HTTP 200 with a thinking block "
+        "(declared: thinking.supported true)",
+        "way": "adaptive",
+        "declared": True,
     }
     assert code == 0
 
@@ -109,23 +112,61 @@ def test_enabled_thinking_where_adaptive_is_absent(scripted_url, profile, tmp_pa
     assert code == 0
 
 
-def test_thinking_unsupported_when_the_model_says_so(scripted_url, profile, tmp_path):
-    """Capabilities saying thinking.supported false: UNSUPPORTED, with the reason."""
+def test_thinking_unsupported_when_refused(scripted_url, profile, tmp_path):
+    """Every thinking request refused with a 400, as the capabilities say: UNSUPPORTED, with the
+    refusal in the target's words."""
     fault = Fault("no thinking", request=_refuse_thinking, response=_without_thinking)
     with running_proxy(FaultProxy(scripted_url, everywhere=fault)) as url:
         code, index, output = run(url, tmp_path, profile, ["-k", "think_001 or think_010"])
     assert verdicts(index) == {"THINK-001": "UNSUPPORTED", "THINK-010": "UNSUPPORTED"}, output[-3000:]
     first = next(p for p in index["properties"] if p["id"] == "THINK-001")
+    refused = "got HTTP 400: invalid_request_error: thinking: not supported"
     assert first["message"] == (
-        "thinking not served (capabilities: /v1/models/scripted: capabilities.thinking.supported is false)"
+        f"thinking not served (probe: a request with adaptive thinking {refused}; a request with enabled "
+        f"thinking {refused} (declared: thinking.supported false))"
     )
     assert code == 0
 
 
-def test_thinking_claimed_and_refused_fails(scripted_url, profile, tmp_path):
-    """Capabilities saying thinking is served, every thinking request refused: FAIL."""
+def test_thinking_claimed_and_refused_fails_once(scripted_url, profile, tmp_path):
+    """Capabilities saying thinking is served, every thinking request refused: THINK-001 (the
+    judge of thinking) FAILs, the others SKIP naming it."""
     fault = Fault("thinking refused", request=_refuse_thinking)
     with running_proxy(FaultProxy(scripted_url, everywhere=fault)) as url:
         code, index, output = run(url, tmp_path, profile, ["-k", "think_001 or think_007"])
-    assert verdicts(index) == {"THINK-001": "FAIL", "THINK-007": "FAIL"}, output[-3000:]
+    assert verdicts(index) == {"THINK-001": "FAIL", "THINK-007": "SKIP"}, output[-3000:]
     assert code == 1
+
+
+def _ignore_thinking(request: Request) -> Request | Response:
+    """`thinking` taken off every request, without a word (a gateway that cannot translate it)."""
+    body = request.json
+    if isinstance(body, dict) and "thinking" in body and request.path.startswith("/v1/messages"):
+        return request.with_json({k: v for k, v in body.items() if k != "thinking"})
+    return request
+
+
+def test_thinking_accepted_and_ignored_is_one_failure(scripted_url, profile, tmp_path):
+    """A gateway that drops `thinking` and declares nothing: THINK-001 FAILs on the run's probe
+    (enabled thinking answered without a thinking block); the other thinking properties SKIP
+    naming it, instead of each failing or passing on what they do not see."""
+    load_all()  # REGISTRY below, whatever ran before on this worker
+    nothing = Fault("thinking dropped", request=_ignore_thinking, response=_without_capabilities)
+    with running_proxy(FaultProxy(scripted_url, everywhere=nothing)) as url:
+        code, index, output = run(url, tmp_path, profile)
+    got = verdicts(index)
+    assert got.pop("THINK-001") == "FAIL", output[-3000:]
+    assert got.pop("ERR-005") == "FAIL"  # its own rule: budgets a gateway never reads are not refused
+    skipped = {pid for pid, verdict in got.items() if verdict == "SKIP"}
+    assert skipped == {pid for pid in got if "thinking" in REGISTRY[pid].requires}, got
+    assert {p["judged_by"] for p in index["properties"] if p["id"] in skipped} == {"THINK-001"}
+    causes = {cause["cause"]: cause["properties"] for cause in index["causes"]}
+    assert causes["thinking accepted, not used"] == ["THINK-001"]
+    assert code == 1
+
+
+def _without_capabilities(request: Request, response: Response) -> Response:
+    data = response.json
+    if response.status == 200 and isinstance(data, dict) and data.get("type") == "model":
+        return response.with_json({**data, "capabilities": None})
+    return response

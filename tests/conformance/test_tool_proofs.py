@@ -54,9 +54,11 @@ def test_a_correct_target_passes(scripted_url, profile, tmp_path):
     assert index["feature_support"]["tools"] == {
         "supported": True,
         "source": "probe",
-        "detail": "a forced tool call got HTTP 200",
+        "detail": "a request with tool_choice any got HTTP 200 with a tool_use block",
+        "way": "any",
     }
-    assert index["feature_support"]["structured_outputs"]["source"] == "capabilities"
+    structured = index["feature_support"]["structured_outputs"]
+    assert (structured["source"], structured["declared"]) == ("probe", True)  # shown, and declared
     assert code == 0
 
 
@@ -73,17 +75,46 @@ def _refuse_features(request: Request) -> Request | Response:
 
 def test_refused_features_are_unsupported_unless_declared(scripted_url, profile, tmp_path):
     """Tools refused with a 400 and declared nowhere: UNSUPPORTED with the probe's reason.
-    Structured outputs refused although the model's capabilities declare them: FAIL."""
+    Structured outputs refused although the model's capabilities declare them: one FAIL, by
+    STRUCT-001 (their judge), the other STRUCT properties SKIP naming it."""
     fault = Fault("tools and structured outputs refused", request=_refuse_features)
     with running_proxy(FaultProxy(scripted_url, everywhere=fault)) as url:
-        code, index, output = run(url, tmp_path, profile, ["-k", "test_tool_001 or struct_001 or err_011"])
+        selection = ["-k", "test_tool_001 or struct_001 or struct_002 or err_011"]
+        code, index, output = run(url, tmp_path, profile, selection)
     got = verdicts(index)
-    assert got == {"ERR-011": "PASS", "TOOL-001": "UNSUPPORTED", "STRUCT-001": "FAIL"}, output[-3000:]
+    wanted = {"ERR-011": "PASS", "TOOL-001": "UNSUPPORTED", "STRUCT-001": "FAIL", "STRUCT-002": "SKIP"}
+    assert got == wanted, output[-3000:]
     tool = next(p for p in index["properties"] if p["id"] == "TOOL-001")
-    assert tool["message"] == (
-        "tools not served (probe: a forced tool call got HTTP 400: invalid_request_error: "
-        "tools and output_config: not supported)"
-    )
+    refused = "got HTTP 400: invalid_request_error: tools and output_config: not supported"
+    ways = "; ".join(f"a request with tool_choice {way} {refused}" for way in ("any", "tool", "auto"))
+    assert tool["message"] == f"tools not served (probe: {ways})"
     assert "feature tools not served (probe: " in output
-    assert index["feature_support"]["structured_outputs"]["supported"] is True
+    structured = index["feature_support"]["structured_outputs"]
+    assert (structured["supported"], structured["failed"], structured["declared"]) == (False, True, True)
+    assert code == 1
+
+
+def _refuse_any(request: Request) -> Request | Response:
+    body = request.json if isinstance(request.json, dict) else {}
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") == "any":
+        # As a gateway passes Anthropic's `any` on to an OpenAI backend, which wants "required".
+        return error(400, "invalid_request_error", "'any' is not one of ['none', 'auto', 'required']")
+    return request
+
+
+def test_a_refused_tool_choice_any_is_one_failure(scripted_url, profile, tmp_path):
+    """tool_choice any refused with a 400: TOOL-001 FAILs for it, once; every other tool property
+    asks for its call with the named tool instead and is judged as on a correct target (PASS),
+    the sub-cases that need `any` itself left out, saying why."""
+    fault = Fault("tool_choice any refused", request=_refuse_any)
+    with running_proxy(FaultProxy(scripted_url, everywhere=fault)) as url:
+        code, index, output = run(url, tmp_path, profile)
+    got = verdicts(index)
+    assert got.pop("TOOL-001") == "FAIL", output[-3000:]
+    assert set(got.values()) == {"PASS"}, {pid: v for pid, v in got.items() if v != "PASS"}
+    assert index["feature_support"]["tools"]["way"] == "tool"
+    assert len(index["causes"]) == 1, index["causes"]
+    notes = {p["id"]: " ".join(p.get("notes") or []) for p in index["properties"]}
+    assert "tool_choice any left out" in notes["TOOL-010"]
     assert code == 1
