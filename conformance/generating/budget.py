@@ -59,10 +59,12 @@ def budgeted(seconds: float) -> Callable[[F], F]:
 
 class Tally:
     """Examples of a generated property judged, and not judged because their answer was cut by
-    max_tokens (the costly kind: a whole max_tokens of generation each). When the first `limit`
-    examples could not be judged, the target's answers to generated requests are not judgeable
-    here: the rest are rejected before anything is sent, and the property is SKIP at once
-    instead of after a budget's worth of requests."""
+    max_tokens (the costly kind: a whole max_tokens of generation each) or lacked what the rule
+    is about (a forced call that never came). When the first `limit` examples could not be
+    judged, the target's answers to generated requests are not judgeable here: the rest are
+    rejected before anything is sent, and the property is SKIP at once instead of after a
+    budget's worth of requests. A property with no example judged is SKIP, never PASS: count
+    `judged` only where the rule was applied to something."""
 
     def __init__(self, limit: int = 2) -> None:
         self.judged = 0

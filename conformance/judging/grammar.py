@@ -114,6 +114,10 @@ class GrammarReport:
     ended_with_error: bool
     completed: bool
     """True when message_stop arrived."""
+    started: bool = False
+    """True when a message began: message_start, or another message event in its place (not a
+    ping, not an error). A stream that never began has nothing for the grammar's stream-wide
+    rules to judge."""
 
     @property
     def ok(self) -> bool:
@@ -357,7 +361,9 @@ class _Checker:
     def end(self, transcript: SSETranscript) -> None:
         if self.terminal is None:
             if not self.started:
-                self.flag("first-not-message-start", "the stream has no message_start", None)
+                # No event at all (pings aside): the stream ended before it began. That is its
+                # missing end, not a wrong first event: there was none.
+                self.flag("no-message-stop", "the stream ends without any event (pings aside)", None)
             else:
                 self._abandon_open(None, "the end of the stream")
                 if not self.deltas:
@@ -388,4 +394,5 @@ def check_stream(transcript: SSETranscript, *, validate_schemas: bool = False) -
         pings=checker.pings,
         ended_with_error=checker.terminal == "error",
         completed=checker.terminal == "message_stop",
+        started=checker.started,
     )

@@ -23,6 +23,7 @@ from conformance.judging.checks import (
     expect_envelope,
     expect_equal,
     expect_error,
+    expect_status,
     json_object,
     not_judged,
     note,
@@ -319,12 +320,18 @@ def test_err_009_empty_text(target: Target) -> None:
     ),
 )
 def test_err_010_unknown_model(target: Target) -> None:
+    """count_tokens is judged where it counts for the target's own model: a missing route answers
+    404 not_found_error to every request, which would pass for the unknown model's."""
     cases = Cases()
     with cases.case("create"):
         body = message_body(target, model="plumbline-no-such-model-0000")
         expect_error(target.request("POST", "/v1/messages", json_body=body), 404, "not_found_error")
     with cases.case("count_tokens"):
-        body = {"model": "plumbline-no-such-model-0000", "messages": [{"role": "user", "content": "Hi"}]}
+        messages = [{"role": "user", "content": "Hi"}]
+        with precondition("count_tokens answered 200 for the target's model", judged_by="TOKENS-004"):
+            known = {"model": target.model, "messages": messages}
+            expect_status(target.request("POST", "/v1/messages/count_tokens", json_body=known), 200)
+        body = {"model": "plumbline-no-such-model-0000", "messages": messages}
         response = target.request("POST", "/v1/messages/count_tokens", json_body=body)
         expect_error(response, 404, "not_found_error")
     cases.check()

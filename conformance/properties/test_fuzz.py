@@ -19,7 +19,14 @@ from schemathesis import GenerationMode
 
 from conformance.catalogue import Level, prop
 from conformance.generating.budget import budgeted
-from conformance.judging.checks import expect, expect_no_schema_errors, json_body, status_subject
+from conformance.judging.checks import (
+    NotJudged,
+    expect,
+    expect_no_schema_errors,
+    json_body,
+    not_judged,
+    status_subject,
+)
 from conformance.judging.checks import note as say
 from conformance.judging.schemas import SchemaError, openapi_path, validate_response
 from conformance.wire.drivers import expect_no_violations, expect_stream, message_body, stream_raw
@@ -62,13 +69,19 @@ def _shape(error: SchemaError) -> str:
     return re.sub(r"\[\d+\]", "[*]", str(error))
 
 
-def plain_errors(target: Target, operation: str, path: str, body: Any = None) -> set[str]:
+def plain_errors(target: Target, operation: str, path: str, body: Any = None, *, judged_by: str) -> set[str]:
     """The schema errors of the answer to the plain request of an operation (the target's model,
-    no generated input): the finding of the property that judges that answer (MSG-001,
-    MODELS-001, MODELS-003), not of the generated requests, which repeat it."""
+    no generated input): the finding of the property that judges that answer (`judged_by`:
+    MSG-001, TOKENS-004, MODELS-001, MODELS-003), not of the generated requests, which repeat it.
+    Not answered 200 (no such route, no key taken, a limit), the operation is not there to judge:
+    its 4xx would be taken for the generated requests' refusals (NotJudged, naming that property)."""
     response = target.request("POST" if body is not None else "GET", path, json_body=body)
     if response.status_code != 200:
-        return set()
+        not_judged(
+            f"the plain {operation} was answered HTTP {response.status_code}, not 200: "
+            "no answer of this operation to judge",
+            judged_by=judged_by,
+        )
     try:
         found = response.json()
     except ValueError:
@@ -105,6 +118,29 @@ def _expect_client_error(response: Any, what: str) -> None:
     )
 
 
+# The statuses that refuse a request for what its body holds. Another 4xx (401, 403, 404, 405,
+# 429) is no 5xx, but says nothing of the body: it is not counted as the body refused.
+BODY_REFUSALS = frozenset({400, 413, 422})
+
+
+def refused_for_its_body(response: Any) -> bool:
+    """A refusal of the body itself: 400, 413 or 422, or an error of type invalid_request_error."""
+    if response.status_code in BODY_REFUSALS:
+        return True
+    try:
+        data = response.json()
+    except ValueError:
+        return False
+    inner = data.get("error") if isinstance(data, dict) else None
+    return isinstance(inner, dict) and inner.get("type") == "invalid_request_error"
+
+
+def expect_some(count: int, what: str) -> None:
+    """SKIP unless `count` generated examples were judged: never a PASS on none."""
+    if not count:
+        not_judged(f"no generated {what}: nothing judged")
+
+
 @prop(
     "FUZZ-001",
     Level.MUST,
@@ -119,6 +155,12 @@ def _expect_client_error(response: Any, what: str) -> None:
     covers=("endpoint:POST /v1/messages",),
 )
 def test_fuzz_001_negative_create(target: Target) -> None:
+    """Judged where the plain create is answered 200: a 4xx from a create that never works (a
+    wrong base path, a key not taken) is no refusal of what the body breaks."""
+    plain_errors(  # only its status matters here
+        target, "POST /v1/messages", "/v1/messages", message_body(target, max_tokens=8), judged_by="MSG-001"
+    )
+
     @given(case=_cases("/v1/messages", "POST", GenerationMode.NEGATIVE))
     @budgeted(target.config.profile.generated_budget_seconds)
     def check(case: Any) -> None:
@@ -140,12 +182,24 @@ def test_fuzz_001_negative_create(target: Target) -> None:
     covers=("endpoint:POST /v1/messages/count_tokens",),
 )
 def test_fuzz_002_negative_count_tokens(target: Target) -> None:
-    @given(case=_cases("/v1/messages/count_tokens", "POST", GenerationMode.NEGATIVE))
+    """Judged where a plain count_tokens is answered 200 (a missing route's 404 refuses every
+    body alike: TOKENS-004's finding). Any 4xx keeps the rule, but only a refusal of the body
+    (400, 413, 422, invalid_request_error) counts as judged: none, SKIP."""
+    plain = {"model": target.model, "messages": [{"role": "user", "content": "Hi"}]}
+    path = "/v1/messages/count_tokens"
+    plain_errors(target, f"POST {path}", path, plain, judged_by="TOKENS-004")
+    refused = 0
+
+    @given(case=_cases(path, "POST", GenerationMode.NEGATIVE))
     @budgeted(target.config.profile.generated_budget_seconds)
     def check(case: Any) -> None:
-        _expect_client_error(_send(target, case), "a schema-invalid count_tokens body")
+        nonlocal refused
+        response = _send(target, case)
+        _expect_client_error(response, "a schema-invalid count_tokens body")
+        refused += refused_for_its_body(response)
 
     check()
+    expect_some(refused, "count_tokens body was refused for what it holds (400, 413, 422)")
 
 
 @prop(
@@ -162,13 +216,21 @@ def test_fuzz_002_negative_count_tokens(target: Target) -> None:
     covers=("endpoint:POST /v1/messages",),
 )
 def test_fuzz_003_positive_create(target: Target) -> None:
-    """A schema error the plain Message has too is MSG-001's."""
+    """A schema error the plain Message has too is MSG-001's, and so is a plain create not
+    answered 200 (then SKIP). At least one generated request must get a Message (else SKIP):
+    4xx alone judge nothing of the answers."""
     plain = message_body(target, max_tokens=FUZZ_MAX_TOKENS)
-    known = {"POST /v1/messages": plain_errors(target, "POST /v1/messages", "/v1/messages", plain)}
+    known = {
+        "POST /v1/messages": plain_errors(
+            target, "POST /v1/messages", "/v1/messages", plain, judged_by="MSG-001"
+        )
+    }
+    answered = 0
 
     @given(case=_cases("/v1/messages", "POST", GenerationMode.POSITIVE))
     @budgeted(target.config.profile.generated_budget_seconds)
     def check(case: Any) -> None:
+        nonlocal answered
         body = dict(case.body) if isinstance(case.body, dict) else case.body
         if isinstance(body, dict):
             body["model"] = target.model
@@ -176,6 +238,7 @@ def test_fuzz_003_positive_create(target: Target) -> None:
         if isinstance(body, dict) and body.get("stream") is True:
             run = stream_raw(target, body)
             if run.status == 200:
+                answered += 1
                 run = expect_stream(run)
                 codes = {v.code for v in run.report.violations} if run.report else set()
                 expect_no_violations(run, codes, "a grammatical, schema-valid stream")
@@ -184,6 +247,7 @@ def test_fuzz_003_positive_create(target: Target) -> None:
             return
         response = _send(target, case, body_override=body)
         if response.status_code == 200:
+            answered += 1
             errors = validate_response("POST /v1/messages", 200, json_body(response))
             expect_new_schema_errors_absent(errors, known["POST /v1/messages"], "the Message")
         else:
@@ -191,6 +255,7 @@ def test_fuzz_003_positive_create(target: Target) -> None:
 
     check()
     _note_known(known, "MSG-001")
+    expect_some(answered, "create request was answered 200")
 
 
 def _note_known(known: dict[str, set[str]], judged_by: str) -> None:
@@ -218,13 +283,19 @@ def _note_known(known: dict[str, set[str]], judged_by: str) -> None:
     ),
 )
 def test_fuzz_004_models(target: Target) -> None:
-    """A schema error the plain list or ModelInfo has too is MODELS-001's or MODELS-003's."""
-    known = {
-        "GET /v1/models": plain_errors(target, "GET /v1/models", "/v1/models"),
-        "GET /v1/models/{model_id}": plain_errors(
-            target, "GET /v1/models/{model_id}", f"/v1/models/{target.model}"
-        ),
-    }
+    """A schema error the plain list or ModelInfo has too is MODELS-001's or MODELS-003's. Judged
+    where the plain list is answered 200 (else its 404s would pass for refusals: SKIP, naming
+    MODELS-001), and at least one generated list query must be answered 200 (else SKIP); the
+    generated ids only where the target's own model is retrieved by id (MODELS-003's rule)."""
+    known = {"GET /v1/models": plain_errors(target, "GET /v1/models", "/v1/models", judged_by="MODELS-001")}
+    single_path = f"/v1/models/{target.model}"
+    try:
+        known["GET /v1/models/{model_id}"] = plain_errors(
+            target, "GET /v1/models/{model_id}", single_path, judged_by="MODELS-003"
+        )
+    except NotJudged as skipped:
+        say(f"GET /v1/models/{{model_id}} with generated ids not judged: {skipped}")
+    listed = 0
 
     @given(
         listing=_cases("/v1/models", "GET", GenerationMode.POSITIVE),
@@ -232,9 +303,13 @@ def test_fuzz_004_models(target: Target) -> None:
     )
     @budgeted(target.config.profile.generated_budget_seconds)
     def check(listing: Any, single: Any) -> None:
+        nonlocal listed
         for case, operation in ((listing, "GET /v1/models"), (single, "GET /v1/models/{model_id}")):
+            if operation not in known:
+                continue
             response = _send(target, case)
             if response.status_code == 200:
+                listed += operation == "GET /v1/models"
                 errors = validate_response(operation, 200, json_body(response))
                 expect_new_schema_errors_absent(errors, known[operation], f"{operation} body")
             else:
@@ -242,3 +317,4 @@ def test_fuzz_004_models(target: Target) -> None:
 
     check()
     _note_known(known, "MODELS-001 or MODELS-003")
+    expect_some(listed, "list query was answered 200")

@@ -10,7 +10,7 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 
 from conformance.catalogue import Level, prop
-from conformance.generating.budget import budgeted
+from conformance.generating.budget import Tally, budgeted
 from conformance.generating.strategies import invalid_requests, valid_requests
 from conformance.judging.checks import (
     ConformanceFailure,
@@ -18,6 +18,7 @@ from conformance.judging.checks import (
     expect_equal,
     expect_error,
     expect_stop,
+    not_judged,
     read_optional,
     stop_reason,
 )
@@ -92,6 +93,9 @@ def check_message_invariants(target: Target, body: dict[str, Any], message: dict
     ),
 )
 def test_msg_020_generated_valid_requests(target: Target) -> None:
+    """SKIP when no generated request was judged (each a refused prefill), never PASS."""
+    tally = Tally()
+
     @given(body=valid_requests(target.model, sampling=target.greedy, prefill=target.prefill))
     @budgeted(target.config.profile.generated_budget_seconds)
     def check(body: dict[str, Any]) -> None:
@@ -99,9 +103,12 @@ def test_msg_020_generated_valid_requests(target: Target) -> None:
         response = target.request("POST", "/v1/messages", json_body=body)
         if refused_prefill(body, response):
             return  # the newest models refuse prefills, as documented: MSG-008 judges prefills
+        tally.judged += 1
         check_message_invariants(target, body, expect_message(response))
 
     check()
+    if not tally.judged:
+        not_judged(tally.skip_reason("requests (each prefilled one was refused)"))
 
 
 def refused_prefill(body: dict[str, Any], response: httpx.Response) -> bool:
@@ -147,10 +154,11 @@ def refused_prefill(body: dict[str, Any], response: httpx.Response) -> bool:
 def test_stream_022_generated_streams(target: Target) -> None:
     """The grammar is the MUST; the comparison with the non-streamed twin needs a deterministic
     target (a SHOULD, as STREAM-012): its first difference is kept, and reported once every
-    example's grammar has been judged."""
+    example's grammar has been judged. SKIP when no stream was judged (each a refused prefill)."""
     deterministic = target.deterministic
     greedy = target.greedy_fields().get("temperature")
     differences: list[ConformanceFailure] = []
+    tally = Tally()
 
     @given(body=valid_requests(target.model, sampling=target.greedy, prefill=target.prefill))
     @budgeted(target.config.profile.generated_budget_seconds)
@@ -160,6 +168,7 @@ def test_stream_022_generated_streams(target: Target) -> None:
         if run.status == 400 and refused_prefill(body, run_response(run)):
             return
         run = expect_stream(run)
+        tally.judged += 1
         codes = {v.code for v in run.report.violations} - SCHEMA_CODES if run.report else set()
         expect_no_violations(run, codes, "a grammatical stream")
         # Reproducible only at the sampling the determinism probe tried: greedy where the target
@@ -175,6 +184,8 @@ def test_stream_022_generated_streams(target: Target) -> None:
     check()
     if differences:
         raise differences[0]
+    if not tally.judged:
+        not_judged(tally.skip_reason("streams (each prefilled request was refused)"))
 
 
 def run_response(run: Any) -> httpx.Response:

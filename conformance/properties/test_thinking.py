@@ -36,6 +36,7 @@ from conformance.judging.checks import (
     expect_error,
     json_object,
     not_judged,
+    precondition,
     read,
     read_optional,
 )
@@ -350,12 +351,26 @@ def test_think_004_thinking_tokens(target: Target, model_info: Info) -> None:
     ),
 )
 def test_think_005_changed_text_refused(target: Target, model_info: Info) -> None:
-    body, message = answer_with_thinking(target, model_info)
+    """The same history sent back unchanged first: where that is refused too (THINK-007's
+    finding, or a turn of thinking alone, which the API may refuse), a 400 says nothing of the
+    change."""
+    body, message = accepted_unchanged(target, model_info)
 
     def change(block: dict[str, Any]) -> None:
         block["thinking"] = f"{block.get('thinking', '')}{TAMPER}"
 
     expect_refused(target, follow_up_body(body, sent_back(message, change)), "the thinking text was changed")
+
+
+def accepted_unchanged(target: Target, model_info: Info) -> tuple[dict[str, Any], Any]:
+    """(request, Message) of an answer with thinking whose history, sent back unchanged, is
+    accepted: the precondition of judging a changed one refused."""
+    body, message = answer_with_thinking(target, model_info)
+    content = sent_back(message)
+    answered_or_skip(content, MESSAGE)
+    with precondition("the thinking sent back unchanged accepted", judged_by="THINK-007"):
+        expect_accepted(target, follow_up_body(body, content), "the thinking sent back unchanged")
+    return body, message
 
 
 @prop(
@@ -380,7 +395,8 @@ def test_think_005_changed_text_refused(target: Target, model_info: Info) -> Non
     ),
 )
 def test_think_006_forged_signature_refused(target: Target, model_info: Info) -> None:
-    body, message = answer_with_thinking(target, model_info)
+    """As THINK-005: judged where the history sent back unchanged is accepted."""
+    body, message = accepted_unchanged(target, model_info)
 
     def change(block: dict[str, Any]) -> None:
         block["signature"] = forged(block.get("signature"))

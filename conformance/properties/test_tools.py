@@ -178,7 +178,8 @@ def test_tool_001_forced_call(target: Target) -> None:
 )
 def test_tool_002_forced_name(target: Target) -> None:
     """Forces the second of two tools (a server that calls the first one fails), then any. An
-    answer without any call is TOOL-001's to judge."""
+    answer without any call is TOOL-001's to judge: the forced name is then not judged (said
+    under the verdict), whatever the answer to any shows."""
     names = [tool["name"] for tool in TOOLS]
     cases = Cases()
     judged = 0
@@ -186,8 +187,10 @@ def test_tool_002_forced_name(target: Target) -> None:
         calls = tool_uses(forced(target, choice))
         judged += bool(calls)
         called = [read(call, "name", str, where="a tool_use block") for call in calls]
-        if calls and choice == SHAPE:
+        if choice == SHAPE:
             with cases.case("tool_choice tool names the call"):
+                if not calls:
+                    not_judged(NO_CALL, judged_by="TOOL-001")
                 expect("record_shape" in called, "a tool_use named record_shape", called, reason="tool-name")
         # Only strict tools guarantee the names; these are not strict.
         with cases.case(f"tool_choice {choice['type']}: only request tools", level=Level.SHOULD):
@@ -225,19 +228,27 @@ def test_tool_002_forced_name(target: Target) -> None:
     ),
 )
 def test_tool_003_stop_reason_tool_use(target: Target) -> None:
+    """A forced call, plain and streamed (tool_use where a call ends the turn), and tool_choice
+    none (no tool_use without a call). The MUST is the first: with no turn ending in a call it
+    is not judged (TOOL-001's finding), whatever the turns without one show."""
     cases = Cases()
     body = tool_body(target)
+    ended_in_call = 0
     with cases.case("forced call"):
         message = create_json(target, body)
         reason = stop_reason(message, where=MESSAGE)
         if tool_uses(message) and reason != "max_tokens":
+            ended_in_call += 1
             expect_stop(reason, "tool_use", "stop_reason of a turn ending in a tool call")
         elif not tool_uses(message):
             expect(reason != "tool_use", "no stop_reason tool_use without a tool_use block", reason)
     with cases.case("forced call, streamed"):
         run = expect_stream(stream_raw(target, body))
+        if not streamed_tool_calls(run):
+            not_judged("the stream has no tool_use block", judged_by="TOOL-001")
         reason = stop_reason(run.last("message_delta"), "delta.stop_reason", where=LAST_DELTA)
-        if streamed_tool_calls(run) and reason != "max_tokens":
+        if reason != "max_tokens":
+            ended_in_call += 1
             expect_stop(reason, "tool_use", "streamed stop_reason of a turn ending in a tool call")
     with cases.case("tool_choice none"):
         message = forced(target, {"type": "none"}, max_tokens=16)
@@ -245,6 +256,8 @@ def test_tool_003_stop_reason_tool_use(target: Target) -> None:
             reason = stop_reason(message, where=MESSAGE)
             expect(reason != "tool_use", "no stop_reason tool_use without a tool_use block", reason)
     cases.check()
+    if not ended_in_call:
+        not_judged(f"{NO_CALL} that max_tokens left whole, plain or streamed", judged_by="TOOL-001")
 
 
 @prop(
@@ -417,7 +430,8 @@ def test_tool_006_input_valid(target: Target) -> None:
 )
 def test_tool_007_unique_ids(target: Target) -> None:
     """Forced calls (several allowed, within 96 tokens), their results sent back, and forced
-    calls again in the same conversation."""
+    calls again in the same conversation. One call and none after it has no two ids to compare:
+    SKIP (TOOL-001's finding)."""
     body = tool_body(target, tool_choice=forcing(target, parallel=True), max_tokens=96)
     first = calls_or_skip(create_json(target, body))
     first_ids = [read(call, "id", str, where="a tool_use block") for call in first]
@@ -431,6 +445,9 @@ def test_tool_007_unique_ids(target: Target) -> None:
         {"role": "user", "content": "Record them once more."},
     ]
     second = tool_uses(create_json(target, {**body, "messages": _merge_users(history)}))
+    if len(first) < 2 and not second:
+        # One id, and none after it: nothing it could clash with.
+        not_judged(f"one call, then {NO_CALL} in the next turn: no two ids to compare", judged_by="TOOL-001")
     second_ids = [read(call, "id", str, where="a tool_use block") for call in second]
     expect(
         len(set(second_ids)) == len(second_ids),
@@ -491,8 +508,9 @@ CALL = {
 )
 def test_tool_008_tool_result_round_trip(target: Target) -> None:
     """Sends a conversation with a tool call and its result in three forms (raw), then the
-    target's own forced call echoed back with its result (through the SDK). Any answer will do,
-    so the answers are short (tool_choice auto: a cut call or text)."""
+    target's own forced call echoed back with its result (through the SDK; without a call, that
+    case is not judged). Any answer will do, so the answers are short (tool_choice auto: a cut
+    call or text)."""
     cases = Cases()
     ask = {"role": "user", "content": "What colour is the sky? Use the tool."}
     for name, result, extra in (
@@ -528,22 +546,21 @@ def test_tool_008_tool_result_round_trip(target: Target) -> None:
             **request,
         )
         calls = [block for block in first.content if block.type == "tool_use"]
-        if calls:
-            results = [
-                {"type": "tool_result", "tool_use_id": call.id, "content": "recorded"} for call in calls
-            ]
-            answer = sdk_call(
-                "messages.create (tool results)",
-                client.messages.create,
-                messages=[
-                    ask,
-                    {"role": "assistant", "content": first.content},
-                    {"role": "user", "content": results},
-                ],
-                max_tokens=ANSWER,
-                **request,
-            )
-            expect(answer.stop_reason is not None, "a stop_reason", answer.stop_reason, reason="stop-reason")
+        if not calls:
+            not_judged(NO_CALL, judged_by="TOOL-001")
+        results = [{"type": "tool_result", "tool_use_id": call.id, "content": "recorded"} for call in calls]
+        answer = sdk_call(
+            "messages.create (tool results)",
+            client.messages.create,
+            messages=[
+                ask,
+                {"role": "assistant", "content": first.content},
+                {"role": "user", "content": results},
+            ],
+            max_tokens=ANSWER,
+            **request,
+        )
+        expect(answer.stop_reason is not None, "a stop_reason", answer.stop_reason, reason="stop-reason")
     cases.check()
 
 
@@ -729,6 +746,8 @@ def _loads(text: str) -> Any:
     ),
 )
 def test_tool_012_stream_equals_create(target: Target) -> None:
+    """The same forced call through the SDK, plain and streamed. A plain answer without a call
+    has no call to compare (TOOL-001's finding: SKIP)."""
     if not target.deterministic:
         pytest.skip("the target is not deterministic (by its profile, or by the run's probe)")
     body = tool_body(target)
@@ -745,6 +764,8 @@ def test_tool_012_stream_equals_create(target: Target) -> None:
         with client.messages.stream(extra_body=target.greedy_fields(), **request) as stream:
             return stream.get_final_message()
 
+    if not _calls(plain):  # [] == [] compares nothing
+        not_judged(f"{NO_CALL} (the plain answer)", judged_by="TOOL-001")
     streamed = sdk_call("messages.stream with tools", accumulate)
     expect_equal(_calls(streamed), _calls(plain), "streamed tool calls (name, input)", reason="stream-diff")
     expect_equal(streamed.stop_reason, plain.stop_reason, "streamed stop_reason", reason="stream-diff")
@@ -832,7 +853,8 @@ def test_tool_013_block_start_empty(target: Target) -> None:
     ),
 )
 def test_tool_016_tool_stream_grammar(target: Target) -> None:
-    """The grammar codes the text streams' properties judge (STREAM-002..010), on a forced call."""
+    """The grammar codes the text streams' properties judge (STREAM-002..010), on a forced call;
+    a stream without a tool block is not one (TOOL-001's finding: SKIP)."""
     codes = {
         "missing-event-name", "event-name-mismatch", "done-sentinel", "first-not-message-start",
         "duplicate-message-start", "start-not-empty", "index-gap", "interleaved-blocks",
@@ -841,6 +863,8 @@ def test_tool_016_tool_stream_grammar(target: Target) -> None:
         "invalid-json", "data-not-object", "unterminated-event", "malformed-event",
     }  # fmt: skip
     run = expect_stream(stream_raw(target, tool_body(target)))
+    if not streamed_tool_calls(run):  # a stream without one is the text streams' (STREAM-*)
+        not_judged("the stream has no tool_use block", judged_by="TOOL-001")
     expect_no_violations(run, codes, "a grammatical stream with tool blocks")
 
 
@@ -934,12 +958,15 @@ def test_tool_014_count_tokens_tools(target: Target) -> None:
 def test_tool_015_generated_schemas(target: Target) -> None:
     """Unlike TOOL-005's bounded schema, a generated one may admit inputs longer than max_tokens
     (an unbounded array or number that a weak model keeps extending): such a cut call is not
-    judged. SKIP when no call could be judged, never PASS."""
+    judged, and neither is an answer without a call. SKIP when no call could be judged, never
+    PASS (naming TOOL-001 where calls were missing)."""
     tally = Tally()
+    uncalled = 0
 
     @given(schema=object_schemas())
     @budgeted(target.config.profile.generated_budget_seconds)
     def check(schema: dict[str, Any]) -> None:
+        nonlocal uncalled
         tally.next_example()
         note(f"input_schema: {json.dumps(schema)}")
         tool = {"name": "fill_form", "description": "Fill the form.", "input_schema": schema, "strict": True}
@@ -949,17 +976,26 @@ def test_tool_015_generated_schemas(target: Target) -> None:
             return  # refused, as the real API refuses numeric and length bounds (a cheap answer)
         expect_status(response, 200)
         message = json_object(response, MESSAGE)
+        calls = tool_uses(message)
+        if not calls:  # TOOL-001's finding, whatever cut the answer
+            tally.unjudged += 1
+            uncalled += 1
+            return
         if stop_reason(message, where=MESSAGE) == "max_tokens":
             tally.unjudged += 1
             return
+        inputs = [call["input"] for call in calls if isinstance(call.get("input"), dict)]
+        if not inputs:  # TOOL-004 judges an input that is not an object
+            tally.unjudged += 1
+            return
         tally.judged += 1
-        for call in tool_uses(message):
-            if isinstance(call.get("input"), dict):  # TOOL-004 judges the rest
-                expect_valid_instance(schema, call["input"], "the forced call's input", reason="input-schema")
+        for value in inputs:
+            expect_valid_instance(schema, value, "the forced call's input", reason="input-schema")
 
     check()
     if not tally.judged:
-        pytest.skip(tally.skip_reason("schemas (each call was refused or cut by max_tokens)"))
+        why = tally.skip_reason("schemas (each call was refused, cut by max_tokens or not made)")
+        not_judged(why, judged_by="TOOL-001" if uncalled else None)
 
 
 def first_calls(fetch: Callable[[dict[str, Any]], list[Any]], target: Target) -> list[Any]:

@@ -323,6 +323,7 @@ class StreamRun:
     report: GrammarReport | None = None
     arrivals: list[float] = field(default_factory=list)
     truncated: bool = False  # reading stopped early (stream_raw's max_text)
+    ended: float | None = None  # when the stream closed (or reading stopped), as `arrivals`
 
     @property
     def events(self) -> list[dict[str, Any]]:
@@ -361,8 +362,11 @@ class StreamRun:
         )
 
     def longest_silence(self) -> float:
-        """The longest wait for an event, from the request until the last event."""
+        """The longest wait between events, from the request until the stream closed: a stream
+        silent after its last event (or with none) waits as long for the next, or the end."""
         marks = [0.0, *self.arrivals]
+        if self.ended is not None:
+            marks.append(max(self.ended, marks[-1]))
         return max((b - a for a, b in itertools.pairwise(marks)), default=0.0)
 
 
@@ -394,6 +398,7 @@ def stream_raw(
                 truncated = True
                 break
         transcript = parser.close()
+        ended = time.monotonic() - started
     return StreamRun(
         response.status_code,
         response.headers,
@@ -402,6 +407,7 @@ def stream_raw(
         check_stream(transcript, validate_schemas=True),
         arrivals,
         truncated,
+        ended,
     )
 
 

@@ -129,6 +129,7 @@ def test_an_error_first_is_a_legal_stream() -> None:
     assert report.ok
     assert report.ended_with_error
     assert not report.completed
+    assert not report.started  # nothing for the stream-wide rules to judge (STREAM-019's)
 
 
 def test_several_message_deltas_are_fine() -> None:
@@ -148,7 +149,12 @@ def test_a_missing_type_is_a_mismatch_but_the_name_still_counts() -> None:
 
 
 def test_truncated_streams() -> None:
-    assert {v.code for v in check_stream(parse_sse(b"")).violations} == {"first-not-message-start"}
+    # An empty stream never began: its missing end is the one violation (STREAM-009's), not a
+    # wrong first event.
+    empty = check_stream(parse_sse(b""))
+    assert [v.code for v in empty.violations] == ["no-message-stop"]
+    assert not empty.started
+    assert [v.code for v in check_stream(parse_sse(_sse({"type": "ping"}))).violations] == ["no-message-stop"]
     only_start = check_stream(parse_sse(_sse(START)))
     assert [v.code for v in only_start.violations] == ["no-message-delta", "no-message-stop"]
     assert all(v.event_index is None for v in only_start.violations)
