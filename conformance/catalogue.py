@@ -118,6 +118,9 @@ class Property:
     requires: tuple[str, ...] = ()  # optional target features; absent → UNSUPPORTED
     detects: tuple[str, ...] = ()  # features whose detection it reads, without requiring them
     alone: bool = False  # judged only while the target serves nothing else (conformance/scheduling.py)
+    # Compares two answers to the same request: judged alone where the run found that answers
+    # given beside other requests differ (conformance/concurrency.py).
+    compares: bool = False
     passive: bool = False  # judged at the run's end from what every property met (judging/passive.py)
     covers: tuple[str, ...] = ()  # coverage keys (see the module docstring)
     unobserved: tuple[tuple[str, str], ...] = ()  # (key of covers, why the reference never shows it)
@@ -160,6 +163,7 @@ def prop(
     requires: tuple[str, ...] = (),
     detects: tuple[str, ...] = (),
     alone: bool = False,
+    compares: bool = False,
     passive: bool = False,
     covers: tuple[str, ...] = (),
     unobserved: dict[str, str] | None = None,
@@ -168,6 +172,9 @@ def prop(
     the docs sentence or the official schema's fact it rests on (a rule the docs are silent on
     is a SHOULD, its reasoning in `requirement`). `alone`: its judgement depends on the target
     being otherwise idle (timing, a load it puts on the target), so it never runs beside another.
+    `compares`: it judges two answers to one request alike (stream and create), which holds only
+    where the target answers alike whatever else it serves: where the run found it does not
+    (conformance/concurrency.py), the property runs with the target to itself.
     `passive`: it judges what the whole run meets (conformance/judging/passive.py), so its verdict is
     given last, once every other property's exchanges are in. `detects`: features whose detection
     (conformance/features.py) it judges, asked before the run as `requires` are."""
@@ -199,6 +206,7 @@ def prop(
             requires=requires,
             detects=detects,
             alone=alone,
+            compares=compares,
             passive=passive,
             covers=covers,
             unobserved=tuple(sorted((unobserved or {}).items())),

@@ -423,8 +423,10 @@ class Features:
         return Answer(response.status_code, response.content, None, self._probe_evidence())
 
     def probe(self, feature: str) -> Support:
-        """Send `feature`'s probe (PROBED) now, recorded as the running property's exchange, and
-        judge its answer (detection sends it apart, before the run)."""
+        """Send `feature`'s probe (PROBED or EVIDENCED) now, recorded as the running property's
+        exchanges, and judge its answer (detection sends it apart, before the run)."""
+        if feature in EVIDENCED:
+            return EVIDENCED[feature](self._send, self._target, self.model_info())
         try:
             body = probe_body(feature, self._target)
             response = self._target.request("POST", "/v1/messages", json_body=body)

@@ -42,6 +42,7 @@ from conformance import __version__
 from conformance.alone import AloneLock
 from conformance.catalogue import REGISTRY, Property, catalogue_hash, property_of
 from conformance.cli import PROPERTIES_DIR
+from conformance.concurrency import Concurrency, probe_concurrency
 from conformance.determinism import Determinism, probe_determinism
 from conformance.features import JUDGES, REQUEST_SHAPING, Features, Support, probe_subject
 from conformance.hypothesis_profiles import register_profiles
@@ -96,6 +97,7 @@ class RunState:
     held: dict[str, Result] = field(default_factory=dict)  # passive results, judged at the end
     internal_error: str | None = None  # the last line of an INTERNALERROR, when the run had one
     alone: AloneLock | None = None  # a worker's: how a timed-out property is judged again alone
+    concurrency: Concurrency | None = None  # workers only: what two overlapping streams showed
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -182,9 +184,10 @@ def _state(config: pytest.Config) -> RunState | None:
 # ---------------------------------------------------------------- what every property builds on
 
 
-def _prepare(state: RunState, props: list[Property]) -> None:
+def _prepare(state: RunState, props: list[Property], *, workers: bool = False) -> None:
     """Before any property runs, in the process that gives the verdicts: what the requests may
-    carry (greedy sampling, a prefill), the determinism probe and the features the selected
+    carry (greedy sampling, a prefill), the determinism probe, with `workers` what two
+    overlapping streams show (conformance/concurrency.py), and the features the selected
     properties require, asked once and alone, shown once."""
     state.target = state.target or Target(state.config)
     state.features = Features(state.target)
@@ -192,6 +195,11 @@ def _prepare(state: RunState, props: list[Property]) -> None:
     _shape_requests(state.target, state.features)
     state.determinism = probe_determinism(state.target)
     state.target.deterministic = state.determinism.deterministic
+    if workers:
+        state.concurrency = probe_concurrency(state.target)
+        state.console.print(
+            f"concurrency: {escape(state.concurrency.detail)}{_consequence(state.concurrency)}"
+        )
     state.features.detect(feature for prop in props for feature in (*prop.requires, *prop.detects))
     print_context(state.console, state.determinism, state.features.detected, state.config.api_version)
     # A passive property's verdict is shown last: it is given once every other one is in.
@@ -203,7 +211,11 @@ def _write_context(state: RunState) -> None:
     assert state.context_dir is not None
     assert state.determinism is not None
     assert state.features is not None
-    context = {"determinism": state.determinism.as_dict(), "features": state.features.as_context()}
+    context = {
+        "determinism": state.determinism.as_dict(),
+        "features": state.features.as_context(),
+        "concurrency": state.concurrency.as_dict() if state.concurrency else None,
+    }
     (state.context_dir / "context.json").write_text(json.dumps(context), encoding="utf-8")
 
 
@@ -211,6 +223,8 @@ def _read_context(state: RunState, target: Target, where: str) -> None:
     context = json.loads((Path(where) / "context.json").read_text(encoding="utf-8"))
     state.determinism = Determinism(**context["determinism"])
     target.deterministic = state.determinism.deterministic
+    if context.get("concurrency"):
+        state.concurrency = Concurrency(**context["concurrency"])
     state.features = Features(target)
     state.features.preset(context["features"])
     _shape_requests(target, state.features)
@@ -232,9 +246,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     load_all()  # the controller collects nothing itself: the catalogue, for the plan and results
 
-    def prepare(props: list[Property]) -> None:
-        _prepare(state, props)
+    def prepare(props: list[Property]) -> bool:
+        """What the run builds on; True where it must judge one request at a time."""
+        _prepare(state, props, workers=True)
         _write_context(state)
+        return state.concurrency is not None and state.concurrency.one_at_a_time
 
     return PhasedScheduling(config, log, prepare)
 
@@ -277,11 +293,38 @@ def session_features(config: pytest.Config) -> Features:
     return state.features
 
 
-def property_turn(config: pytest.Config) -> contextlib.AbstractContextManager[None]:
+def property_turn(config: pytest.Config, function: Any = None) -> contextlib.AbstractContextManager[None]:
     """Held while a property runs: beside the other workers' (shared), unless one of them is
-    judging a property again alone (conformance/alone.py). One process: nothing to share."""
+    judging a property again alone (conformance/alone.py), or this one compares two answers on a
+    target whose answers differ beside other requests (conformance/concurrency.py): then with
+    the target to itself. One process: nothing to share."""
     state = _state(config)
-    return state.alone.shared() if state is not None and state.alone is not None else contextlib.nullcontext()
+    if state is None or state.alone is None:
+        return contextlib.nullcontext()
+    prop = property_of(function)
+    if (
+        prop is not None
+        and prop.compares
+        and state.concurrency is not None
+        and state.concurrency.compare_alone
+    ):
+        return _alone(state.alone)
+    return state.alone.shared()
+
+
+@contextlib.contextmanager
+def _alone(lock: AloneLock) -> Generator[None, None, None]:
+    with lock.shared(), lock.alone():
+        note("judged with the target to itself: its answers differ beside other requests (the run's probe)")
+        yield
+
+
+def _consequence(found: Concurrency) -> str:
+    if found.one_at_a_time:
+        return ": the run judges one request at a time"
+    if found.compare_alone:
+        return ": the comparisons of two answers run with the target to themselves"
+    return ""
 
 
 @pytest.hookimpl(wrapper=True)
@@ -309,14 +352,21 @@ def enter_property(config: pytest.Config, function: Any, target: Target) -> None
     property (features.JUDGES) FAILs on the probe's exchange, the others SKIP naming it; a
     feature the target lacks makes it UNSUPPORTED."""
     prop = property_of(function)
+    settled = target.settle_abandoned()
     target.recorder.reset(prop.id if prop else None)
+    if settled is not None:
+        what, waited = settled
+        done = f"answered again after {waited:.1f} s" if waited is not None else "did not answer in time"
+        note(f"before it, the target was left a request the suite gave up on ({what}); it {done}")
     state = _state(config)
     if prop is None or state is None or state.features is None:
         return
+    # The features it `detects` it judges itself (SRVTOOL-015 each server tool's probe, CTX-005
+    # each edit, DOC-005 citations): detected here so that they are known, nothing more.
+    for feature in prop.detects:
+        state.features.support(feature)
     needed = [state.features.support(feature) for feature in prop.requires]
-    judged = [state.features.support(feature) for feature in prop.detects]
-    failed = [s for s in (*needed, *judged) if s.failed]
-    mine = [s for s in failed if JUDGES.get(s.feature) == prop.id]
+    mine = [s for s in needed if s.failed and JUDGES.get(s.feature) == prop.id]
     others = [s for s in needed if s.failed and JUDGES.get(s.feature) != prop.id]
     if others:  # its probe's failure is another property's finding
         raise NotJudged("; ".join(s.reason for s in others), judged_by=JUDGES.get(others[0].feature))
@@ -529,6 +579,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             "features": sorted(state.config.profile.features),
         },
         "determinism": state.determinism.as_dict() if state.determinism else None,
+        "concurrency": state.concurrency.as_dict() if state.concurrency else None,
         "feature_support": {
             name: support.as_dict()
             for name, support in sorted((state.features.detected if state.features else {}).items())

@@ -7,9 +7,11 @@ share state within one process go to one worker, in catalogue order: the BATCH p
 one finished batch and one bounded wait (conformance/generating/batches.py).
 
 Before anything is sent, the controller asks what every property builds on, once and alone:
-the determinism probe and the optional features the selected properties require
-(`prepare`); the workers read that from a file instead of asking again, so the verdicts are the
-same whatever the number of workers.
+the determinism probe, what two overlapping streams show (conformance/concurrency.py) and the
+optional features the selected properties require (`prepare`); the workers read that from a
+file instead of asking again, so the verdicts are the same whatever the number of workers. A
+target that cuts or serialises concurrent work is judged one property at a time: every
+property then runs in the first phase, in catalogue order.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ class PhasedScheduling:
     run alone first, on one worker, then units (a property, or an area that shares state) to
     whichever worker has fewer than two pending."""
 
-    def __init__(self, config: Any, log: Any, prepare: Callable[[list[Property]], None]) -> None:
+    def __init__(self, config: Any, log: Any, prepare: Callable[[list[Property]], bool]) -> None:
         from xdist.workermanage import parse_tx_spec_config
 
         self.numnodes = len(parse_tx_spec_config(config))
@@ -124,10 +126,10 @@ class PhasedScheduling:
 
     def _plan(self, collection: list[str]) -> None:
         props = [property_of_nodeid(nodeid) for nodeid in collection]
-        self.prepare([p for p in props if p is not None])
+        serial = self.prepare([p for p in props if p is not None])
         groups: dict[str, list[int]] = {}
         for index, prop in enumerate(props):
-            if prop is not None and prop.alone:
+            if serial or (prop is not None and prop.alone):
                 self.alone.append(index)
             elif prop is not None and prop.area in SHARED_STATE:
                 if prop.area not in groups:

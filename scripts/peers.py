@@ -12,11 +12,14 @@ front of it, each peer serves `POST /v1/messages` two ways:
   provider, which forwards to our `/v1/messages`; `ogx-openai` through `remote::openai`, which
   translates to our `/v1/chat/completions`. Where no Python 3.12 or no `ogx` package can be
   had, OGX is skipped with the reason printed.
-And one peer that serves a model of its own:
-- llama.cpp's `llama-server` (`llama-server`), its native Anthropic route, on SmolLM2's GGUF
-  (the file the reference server loads), built once from PyPI's llama.cpp tree
-  (scripts/peer_llama_server.py). Where it cannot be built (no cmake), it is skipped with the
-  reason printed.
+And peers that serve a model of their own, SmolLM2's GGUF (the file the reference server loads):
+- llama.cpp's `llama-server` (`llama-server`), its native Anthropic route, built once from
+  PyPI's llama.cpp tree (scripts/peer_llama_server.py). Where it cannot be built (no cmake), it
+  is skipped with the reason printed;
+- llama-cpp-python's OpenAI server behind LiteLLM's translation (`litellm-llama-cpp-python`),
+  as people put a local model behind a gateway: its server ends a running stream when the next
+  request arrives (`interrupt_requests`), which the suite's own workers meet (STREAM-024).
+  `--no-llama-cpp-python` leaves it out (its first install compiles llama.cpp: minutes).
 Each column is one `plumbline` run gated by its committed baseline
 (`reports/baselines/<slug>.toml`); `--update-baselines` writes today's failures there.
 
@@ -55,6 +58,7 @@ from conformance.wire.launcher import free_port, reference_server, stop  # noqa:
 # Newer LiteLLM releases need `litellm-proxy`, which the package index here lacks; 1.106.0
 # still ships the proxy inside `litellm`. `ogx` is published for Python 3.12 and newer only.
 LITELLM = "litellm[proxy]==1.106.0"
+LLAMA_CPP_PYTHON = "llama-cpp-python[server]==0.3.36"
 OGX = "ogx==1.5.0"
 SERVER_KEY = "peers-upstream-key"  # what the peers send to our server
 LLAMA_MODEL = "smollm2-135m-instruct"  # what llama-server answers to (its model: SmolLM2's GGUF)
@@ -72,8 +76,8 @@ class Column:
 
 def litellm_config(upstream: str, model: str) -> str:
     """LiteLLM's proxy config: one model name per route."""
-    config = {
-        "model_list": [
+    return _litellm_config(
+        [
             {
                 "model_name": f"{model}-anthropic",
                 "litellm_params": {
@@ -90,17 +94,32 @@ def litellm_config(upstream: str, model: str) -> str:
                     "api_key": SERVER_KEY,
                 },
             },
-        ],
+        ]
+    )
+
+
+def _litellm_config(models: list[dict[str, object]]) -> str:
+    config = {
+        "model_list": models,
         "litellm_settings": {"use_chat_completions_url_for_anthropic_messages": True},
         "general_settings": {"master_key": PEER_KEY},
     }
     return json.dumps(config, indent=2)
 
 
+def litellm_openai_config(upstream: str, model: str) -> str:
+    """LiteLLM's proxy config with one model: `model`, translated to `upstream`'s OpenAI API."""
+    params = {"model": f"openai/{model}", "api_base": f"{upstream}/v1", "api_key": SERVER_KEY}
+    return _litellm_config([{"model_name": model, "litellm_params": params}])
+
+
 @contextlib.contextmanager
-def litellm_proxy(executable: Path, upstream: str, model: str, logs: Path) -> Iterator[str]:
+def litellm_proxy(
+    executable: Path, upstream: str, model: str, logs: Path, config: Callable[[str, str], str] | None = None
+) -> Iterator[str]:
+    written = (config or litellm_config)(upstream, model)
     with _peer(
-        lambda port, workdir: litellm_config(upstream, model),
+        lambda port, workdir: written,
         lambda port, config: [str(executable), "--config", config, "--host", "127.0.0.1", f"--port={port}"],
         health="/health/liveliness",
         log=logs / "litellm.log",
@@ -261,6 +280,37 @@ def python312() -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def llama_cpp_python(bin_dir: Path, logs: Path) -> Iterator[str]:
+    """llama-cpp-python's OpenAI server on SmolLM2's GGUF, with its defaults (interrupt_requests
+    on), answering to LLAMA_MODEL."""
+    from reference_server.engine.sources import find_smollm2_gguf
+
+    gguf = find_smollm2_gguf()
+    with _peer(
+        lambda port, workdir: "",
+        lambda port, config: [
+            str(bin_dir / "python"),
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(gguf),
+            "--model_alias",
+            LLAMA_MODEL,
+            "--n_ctx",
+            "8192",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        health="/v1/models",
+        log=logs / "llama-cpp-python.log",
+        env={},
+    ) as url:
+        yield url
+
+
 def ogx_executable(venvs: Path) -> tuple[Path | None, str]:
     """OGX's `ogx` command, installed on a Python 3.12 here; else None and why not."""
     interpreter = python312()
@@ -322,6 +372,7 @@ def main() -> int:
     parser.add_argument("--venvs", type=Path, default=ROOT / ".cache" / "peers", help="the peers' venvs")
     parser.add_argument("--no-ogx", action="store_true", help="leave OGX out")
     parser.add_argument("--no-llama-server", action="store_true", help="leave llama.cpp's server out")
+    parser.add_argument("--no-llama-cpp-python", action="store_true", help="leave llama-cpp-python out")
     parser.add_argument("--model", default="tiny-random", help="what the reference server serves")
     parser.add_argument("--reports", type=Path, default=ROOT / "reports", help="where runs and the matrix go")
     parser.add_argument("--update-baselines", action="store_true", help="write today's failures as baselines")
@@ -366,7 +417,19 @@ def main() -> int:
     if llama is not None:
         with llama_server(llama, logs) as url:
             judge_all([Column("llama-server", url, LLAMA_MODEL, PEER_KEY)])
-    for name, why in (("OGX", reason), ("llama-server", llama_reason)):
+    python_reason = "--no-llama-cpp-python" if args.no_llama_cpp_python else ""
+    if not python_reason:
+        try:
+            served = ensure_venv(sys.executable, args.venvs / "llama-cpp-python", LLAMA_CPP_PYTHON)
+        except subprocess.CalledProcessError as exc:
+            python_reason = f"installing {LLAMA_CPP_PYTHON} failed (exit {exc.returncode})"
+        else:
+            with (
+                llama_cpp_python(served, logs) as backend,
+                litellm_proxy(litellm, backend, LLAMA_MODEL, logs, litellm_openai_config) as proxy,
+            ):
+                judge_all([Column("litellm-llama-cpp-python", proxy, LLAMA_MODEL, PEER_KEY)])
+    for name, why in (("OGX", reason), ("llama-server", llama_reason), ("llama-cpp-python", python_reason)):
         if why:
             print(f"\n{name}: skipped: {why}")
     page, table = write_matrix(runs, args.reports / "peers")

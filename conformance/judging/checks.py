@@ -307,11 +307,39 @@ def expect_json(response: httpx.Response) -> Any:
 
 
 def expect_no_schema_errors(errors: list[schemas.SchemaError], what: str) -> None:
-    if errors:
-        details = "; ".join(str(error) for error in errors[:5])
-        raise ConformanceFailure(
-            f"{what} valid against schemas/", details, reason="schema", subject=f"{what}: {errors[0]}"
+    """No schema error; a newer field left out (schemas.NEWER_FIELDS: required by the schema,
+    optional in the official SDKs) is a SHOULD sub-case of its own, one per field."""
+    if not errors:
+        return
+    newer = {error: schemas.newer_field(error) for error in errors}
+    older = [error for error, field in newer.items() if field is None]
+    breakages = []
+    if older:
+        details = "; ".join(str(error) for error in older[:5])
+        breakages.append(
+            Breakage(f"{what} valid against schemas/", details, "schema", subject=f"{what}: {older[0]}")
         )
+    for field in dict.fromkeys(f for f in newer.values() if f is not None):
+        missing = [error for error, name in newer.items() if name == field]
+        breakages.append(
+            Breakage(
+                f"{what}: `{field}` where the schema requires it ({schemas.NEWER_FIELDS[field]}; the "
+                "official SDKs read it as optional)",
+                "; ".join(str(error) for error in missing[:5]),
+                "schema",
+                subject=f"`{field}` left out (a newer field the official SDKs read as optional)",
+                case=f"the newer field {field}",
+                level=Level.SHOULD,
+            )
+        )
+    first = breakages[0]
+    raise ConformanceFailure(
+        first.expected,
+        first.actual,
+        reason="schema",
+        subject=first.subject,
+        subcases=breakages if len(older) < len(errors) else (),
+    )
 
 
 # ------------------------------------------------------------------ accessors

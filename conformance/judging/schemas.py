@@ -84,6 +84,21 @@ class SchemaError:
         return f"{self.path}: {self.message}"
 
 
+# Required by the schema, typed optional by the official SDKs (a default of None) and newer than
+# most servers: a client reads them as absent without failing, so leaving one out is a SHOULD
+# where the schema is the only source (tests/conformance/test_schemas.py holds each to both facts).
+NEWER_FIELDS: dict[str, str] = {
+    "caller": "who called a tool: programmatic tool calling (allowed_callers), late 2025",
+}
+_REQUIRED = re.compile(r"^'([^']+)' is a required property$")
+
+
+def newer_field(error: SchemaError) -> str | None:
+    """The NEWER_FIELDS key whose absence `error` is, else None."""
+    match = _REQUIRED.match(error.message) if error.keyword == "required" else None
+    return match[1] if match and match[1] in NEWER_FIELDS else None
+
+
 def schemas_dir() -> Path:
     """The directory holding openapi.json, error.schema.json and events/."""
     package = Path(__file__).resolve().parents[1]  # conformance/

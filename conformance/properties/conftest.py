@@ -22,7 +22,7 @@ def target(request: pytest.FixtureRequest) -> Iterator[Target]:
 
 @pytest.fixture(autouse=True)
 def _property_context(request: pytest.FixtureRequest, target: Target) -> Iterator[None]:
-    with property_turn(request.config):
+    with property_turn(request.config, request.function):
         enter_property(request.config, request.function, target)
         yield
 

@@ -645,6 +645,7 @@ def test_batch_012_unknown_id(target: Target) -> None:
     "Message that POST /v1/messages gives for the same params: the same content, stop_reason, "
     "stop_sequence and usage.",
     requires=("batches",),
+    compares=True,
     covers=(
         "endpoint:POST /v1/messages",
         ENDPOINT_RESULTS,

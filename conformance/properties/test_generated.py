@@ -134,6 +134,7 @@ def refused_prefill(body: dict[str, Any], response: httpx.Response) -> bool:
     "`content`. 2. A series of content blocks, each of which have a `content_block_start`, one or"
     " more `content_block_delta` events, and a …",
     invariant=64,
+    compares=True,
     covers=(
         "endpoint:POST /v1/messages",
         "request:stream",

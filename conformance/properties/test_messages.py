@@ -760,6 +760,7 @@ def test_msg_022_message_id_prefix(target: Target) -> None:
     'stopping point"; stop_sequences: "Our models will normally stop when they have naturally '
     'completed their turn, which will result in a response `stop_reason` of `\\"end_turn\\"`."',
     invariant=32,
+    compares=True,
     covers=(
         "endpoint:POST /v1/messages",
         "response:stop_reason",
@@ -893,3 +894,62 @@ def test_msg_023_context_window_stop(target: Target, model_info: dict[str, Any] 
         expect_stop(reason, "model_context_window_exceeded", f"stop_reason with {room} tokens of window left")
         return
     not_judged(f"no prompt within 4 tries left fewer than {WINDOW_MAX_TOKENS} tokens of the window")
+
+
+@prop(
+    "MSG-024",
+    Level.MUST,
+    "The answer names the model asked for, streamed or not",
+    url=f"{MESSAGES}#response-model",
+    requirement="A Message's model is the model the request named, or what the target's own model "
+    "routes resolve that name to (an alias's dated id: the id GET /v1/models/{model} answers with, "
+    "or the model the profile's [aliases] map it to), and the stream's message_start names the "
+    "same model as the non-streamed answer to the same request. A gateway that answers every "
+    "request with its own default model, or names its backend's model only when streaming, breaks "
+    "it.",
+    source="schema: OpenAPI Message.model — the response's `model` is the request's Model type, "
+    '"The model that will complete your prompt"; docs: build-with-claude/streaming#event-types — '
+    '"`message_start`: contains a `Message` object with empty `content`"',
+    covers=(
+        "endpoint:POST /v1/messages",
+        "endpoint:GET /v1/models/{model_id}",
+        "request:stream",
+        "response:model",
+        "event:message_start",
+    ),
+)
+def test_msg_024_response_model(target: Target, model_info: dict[str, Any] | None) -> None:
+    """One short request, plain and streamed. `model_info` (the session's ModelInfo, by id or
+    from the list) gives the id the target resolves the name to."""
+    named = {target.model}
+    resolved = model_info.get("id") if isinstance(model_info, dict) else None
+    if isinstance(resolved, str):
+        named.add(resolved)
+    aliased = target.config.profile.aliases.get(target.model)
+    if aliased:
+        named.add(aliased)
+    body = message_body(target, max_tokens=4)
+    cases = Cases()
+    plain = streamed = None
+    with cases.case("the Message"):
+        plain = read(create_json(target, body), "model", str, where=MESSAGE)
+        expect(
+            plain in named, f"model one of {sorted(named)}", plain, reason="model", subject=MODEL_REWRITTEN
+        )
+    with cases.case("the stream's message_start"):
+        start = expect_stream(stream_raw(target, body)).first("message_start")
+        streamed = read(start, "message.model", str, where="message_start")
+        expect(
+            streamed in named,
+            f"model one of {sorted(named)}",
+            streamed,
+            reason="model",
+            subject=MODEL_REWRITTEN,
+        )
+    if plain is not None and streamed is not None:
+        with cases.case("streamed and not alike"):
+            expect_equal(streamed, plain, "the stream's model vs the non-streamed answer's", reason="model")
+    cases.check()
+
+
+MODEL_REWRITTEN = "the answer names another model than the one asked for"

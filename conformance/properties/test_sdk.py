@@ -326,6 +326,7 @@ def test_sdk_003_tool_input(target: Target) -> None:
     " Two calls agree only on a deterministic target, and the docs say temperature 0 is not fully "
     "deterministic: a SHOULD, judged only where the run found the target deterministic.",
     invariant=64,
+    compares=True,
     covers=(
         "endpoint:POST /v1/messages",
         "response:content",

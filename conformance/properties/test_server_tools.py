@@ -21,7 +21,7 @@ from contextlib import ExitStack
 from typing import Any
 
 from conformance.catalogue import Level, prop
-from conformance.features import SHOWN_BY, Features, content_blocks
+from conformance.features import SHOWN_BY, Features
 from conformance.generating.thinking import thinking_body
 from conformance.generating.tooluse import (
     BASH,
@@ -933,9 +933,8 @@ def _forced_calls_honoured(target: Target, features: Features, name: str) -> Non
     """An Anthropic-defined client tool (bash) runs on the client: the target's part is the
     forced call. Where a forced call of a custom tool gets no tool_use either, tool_choice is
     not honoured at all: TOOL-001's finding, not this tool's."""
-    features.probe("tools")
-    answer = content_blocks(bytes(target.recorder.exchanges[-1].response_body))
-    if not any(block.get("type") == "tool_use" for block in answer):
+    found = features.probe("tools")
+    if found.failed or not found.supported or found.way == "auto":
         not_judged(
             f"a forced {name} call, like a forced custom tool's, got no tool_use", judged_by="TOOL-001"
         )

@@ -438,6 +438,7 @@ def test_stream_011_event_schemas(target: Target) -> None:
     " Two calls agree only on a deterministic target, and the docs say temperature 0 is not fully "
     "deterministic: a SHOULD, judged only where the run found the target deterministic.",
     invariant=64,
+    compares=True,
     covers=(
         "endpoint:POST /v1/messages",
         "request:stream",
@@ -479,6 +480,7 @@ def test_stream_012_stream_equals_create(target: Target) -> None:
     " Two calls agree only on a deterministic target, and the docs say temperature 0 is not fully "
     "deterministic: a SHOULD, judged only where the run found the target deterministic.",
     invariant=64,
+    compares=True,
     covers=(
         "endpoint:POST /v1/messages",
         "response:content",

@@ -128,6 +128,8 @@ def render_summary(index: dict[str, Any]) -> str:
             f"Deterministic: {str(target['deterministic']).lower()} ({index['determinism']['detail']})",
             "",
         ]
+    if index.get("concurrency"):
+        lines += [f"Concurrency: {index['concurrency']['mode']} ({_md(index['concurrency']['detail'])})", ""]
     features = index.get("feature_support") or {}
     if features:
         lines += ["Optional features:", ""]

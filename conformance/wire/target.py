@@ -291,6 +291,10 @@ class Target:
         # answered, e.g. `tools: "tool"` where tool_choice any is refused): the properties set
         # their requests up the same way, so one refused set-up is one property's finding.
         self.ways: dict[str, str] = {}
+        # A request the suite gave up on (no answer in time, a stream closed before its end): a
+        # target that does not notice keeps working on it, and the next property would wait
+        # behind it. `settle_abandoned` waits it out before the next property starts.
+        self.abandoned: str | None = None
 
     @property
     def model(self) -> str:
@@ -335,13 +339,17 @@ class Target:
         """A raw request; `headers` replace the defaults of `self.headers()` entirely."""
         if json_body is not None:
             content = json.dumps(json_body).encode()
-        return self._http.request(
-            method,
-            path,
-            content=content,
-            headers=dict(self.headers() if headers is None else headers),
-            params=params,
-        )
+        try:
+            return self._http.request(
+                method,
+                path,
+                content=content,
+                headers=dict(self.headers() if headers is None else headers),
+                params=params,
+            )
+        except httpx.TimeoutException:
+            self.abandoned = f"{method} {path} (no answer in time)"
+            raise
 
     @contextlib.contextmanager
     def stream(
@@ -354,10 +362,19 @@ class Target:
             content=json.dumps(body).encode(),
             headers=dict(self.headers() if headers is None else headers),
         )
-        response = self._http.send(request, stream=True)
+        try:
+            response = self._http.send(request, stream=True)
+        except httpx.TimeoutException:
+            self.abandoned = f"POST {path} (no answer in time)"
+            raise
         try:
             yield response
+        except httpx.TimeoutException:
+            self.abandoned = f"POST {path} (the stream stopped in time)"
+            raise
         finally:
+            if response.status_code == 200 and not response.is_stream_consumed and self.abandoned is None:
+                self.abandoned = f"POST {path} (a stream closed before its end)"
             response.close()
 
     def post_oversized(
@@ -394,6 +411,8 @@ class Target:
                             break
             except httpx.TransportError as exc:
                 exchange.error = f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, httpx.TimeoutException):  # it may still be reading, or parsing
+                    self.abandoned = f"POST {path} ({len(body)} bytes; no answer in time)"
                 raise
             finally:
                 exchange.elapsed = time.monotonic() - started
@@ -403,6 +422,28 @@ class Target:
             content=bytes(exchange.response_body),
             request=httpx.Request("POST", exchange.url),
         )
+
+    def settle_abandoned(self) -> tuple[str, float | None] | None:
+        """After a request the suite gave up on: wait until the target answers a one-token
+        message (behind the abandoned request, on a target that serves one at a time), so that
+        the next property does not wait behind it, nor measure it. (what, seconds waited or
+        None if no answer came within the timeout); None when nothing was abandoned. Not
+        recorded."""
+        if self.abandoned is None:
+            return None
+        what, self.abandoned = self.abandoned, None
+        body = {"model": self.model, "max_tokens": 1, "messages": [{"role": "user", "content": "Hi"}]}
+        started = time.monotonic()
+        try:
+            httpx.post(
+                f"{self.config.url.rstrip('/')}/v1/messages",
+                json=body,
+                headers=self.headers(),
+                timeout=self.config.timeout,
+            )
+        except httpx.TransportError:
+            return what, None
+        return what, time.monotonic() - started
 
     def settle(self, within: float) -> float | None:
         """Wait until the target answers a cheap request again (after one that loaded it):

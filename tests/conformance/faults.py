@@ -484,6 +484,7 @@ def _has_system_turn(body: Any) -> bool:
 def fault_catalogue(api_key: str) -> dict[str, Fault]:
     """Property id → the fault that must make it fail."""
     from .batch_faults import batch_fault_catalogue
+    from .concurrency_faults import concurrency_fault_catalogue
     from .content_faults import content_fault_catalogue
     from .files_faults import files_fault_catalogue
     from .rate_faults import rate_fault_catalogue
@@ -498,6 +499,11 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
         "MSG-001": Fault(
             "an OpenAI object (type chat.completion)",
             response=message_json(lambda r, d: d.update(type="chat.completion")),
+        ),
+        "MSG-024": Fault(
+            "every answer names the gateway's default model",
+            response=message_json(lambda r, d: d.update(model="gpt-4o-mini")),
+            frames=edit_payloads("message_start", lambda p: p["message"].update(model="gpt-4o-mini")),
         ),
         "MSG-022": Fault(
             "OpenAI-style ids (LiteLLM's translation)",
@@ -783,6 +789,8 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
         **batch_fault_catalogue(),
         # ---- documents, images, citations and context management
         **content_fault_catalogue(),
+        # ---- requests served side by side
+        **concurrency_fault_catalogue(),
         # ---- the TypeScript SDK
         "SDK-001": Fault(
             "finish sent before the text (LiteLLM PR #14477): TS finalMessage text empty",

@@ -390,3 +390,36 @@ def test_schemathesis_checks_json_and_sse_against_the_right_schema() -> None:
     assert not operation.is_valid_response(sse(MESSAGE))  # a Message is not a stream event
     bad_delta = {"type": "message_delta", "delta": {"stop_reason": "x"}, "usage": {}}
     assert not operation.is_valid_response(sse(bad_delta))
+
+
+def test_newer_fields_are_required_by_the_schema_and_optional_in_the_sdk() -> None:
+    """Each of NEWER_FIELDS is required on some response block of schemas/ and optional (a
+    default of None) on every SDK content block that has it: a SHOULD to leave out, not a MUST."""
+    from anthropic import types
+
+    from conformance.judging.schemas import NEWER_FIELDS, load_openapi
+    from conformance.reporting.sdk_surface import _members
+
+    components = load_openapi()["components"]["schemas"]
+    blocks = [member for member in _members(types.ContentBlock) if hasattr(member, "model_fields")]
+    for field in NEWER_FIELDS:
+        assert any(field in (c.get("required") or []) for c in components.values()), field
+        having = [block for block in blocks if field in block.model_fields]
+        assert having, field
+        assert not any(block.model_fields[field].is_required() for block in having), field
+
+
+def test_a_newer_field_left_out_is_a_should_sub_case() -> None:
+    from conformance.catalogue import Level
+    from conformance.judging.checks import ConformanceFailure, expect_no_schema_errors
+    from conformance.judging.schemas import validate_component
+
+    call = {"type": "tool_use", "id": "toolu_1", "name": "x", "input": {}}
+    with pytest.raises(ConformanceFailure) as caught:
+        expect_no_schema_errors(validate_component("ResponseToolUseBlock", call), "a tool_use block")
+    assert caught.value.strongest(Level.MUST) is Level.SHOULD  # a WARN
+    broken = {**call, "id": "not an id", "input": "text"}
+    with pytest.raises(ConformanceFailure) as caught:
+        expect_no_schema_errors(validate_component("ResponseToolUseBlock", broken), "a tool_use block")
+    assert caught.value.strongest(Level.MUST) is Level.MUST  # the older errors stay a MUST
+    assert [b.level for b in caught.value.breakages()] == [None, Level.SHOULD]
