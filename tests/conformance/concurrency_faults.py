@@ -22,7 +22,7 @@ import httpx
 
 from conformance.wire.sse import parse_sse
 
-from .fault_proxy import HOP_HEADERS, Fault, Frame, Request
+from .fault_proxy import HOP_HEADERS, Fault, Frame, Request, read_body
 
 FRAME_PAUSE = 0.02
 
@@ -38,12 +38,7 @@ class _Replaying:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_body(receive)
         # Only generation competes for the model: a GET of the model list waits for nothing.
         generating = scope["method"] == "POST" and scope["path"].startswith("/v1/messages")
         self.arrivals += generating

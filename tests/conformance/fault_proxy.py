@@ -105,6 +105,16 @@ class Fault:
     headers: Callable[[dict[str, str]], dict[str, str]] | None = None
 
 
+async def read_body(receive: Any) -> bytes:
+    """An ASGI request's whole body."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            return body
+
+
 HOP_HEADERS = {"content-length", "transfer-encoding", "connection", "host", "content-encoding"}
 
 
@@ -123,12 +133,7 @@ class FaultProxy:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_body(receive)
         # The raw (still percent-encoded) path: generated ids may hold characters httpx will not
         # put in a URL unencoded.
         raw = scope.get("raw_path") or scope["path"].encode()

@@ -23,6 +23,8 @@ from typing import Any
 
 from conformance.generating.strategies import example_of
 
+from .fault_proxy import read_body
+
 MODEL = "scripted"
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
 JSONDict = dict[str, Any]
@@ -324,16 +326,6 @@ def route(method: str, path: str, raw: bytes) -> tuple[int, str, bytes]:
         frames = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events(message))
         return 200, "text/event-stream", frames.encode()
     return 200, "application/json", json.dumps(message).encode()
-
-
-async def read_body(receive: Any) -> bytes:
-    """The whole request body (ASGI), for the scripted targets."""
-    raw = b""
-    while True:
-        event = await receive()
-        raw += event.get("body", b"")
-        if not event.get("more_body"):
-            return raw
 
 
 async def respond(send: Any, status: int, media: str, data: bytes) -> None:

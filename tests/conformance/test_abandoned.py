@@ -18,7 +18,7 @@ import pytest
 from conformance.profile import Profile
 from conformance.wire.target import Target, TargetConfig
 
-from .fault_proxy import running_proxy
+from .fault_proxy import read_body, running_proxy
 
 WORK = 1.5  # seconds the slow request keeps the one-at-a-time target busy
 
@@ -33,12 +33,7 @@ class OneAtATime:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            event = await receive()
-            body += event.get("body", b"")
-            if not event.get("more_body"):
-                break
+        body = await read_body(receive)
         async with self.lock:
             if b"slow" in body:
                 await asyncio.sleep(WORK)

@@ -35,7 +35,11 @@ def run(
         return run_suite(proxied, tmp_path, profile=profile, extra=["--jobs", jobs, *selecting(pids)])
 
 
-@pytest.mark.parametrize("fault", [Interrupting, InterruptedBehindAGateway])
+# CI keeps one of each kind (the cut with [DONE], the differing answers); the rest run in
+# `nox -s deep` (each a whole run by several workers: 15-40 s on two cores).
+@pytest.mark.parametrize(
+    "fault", [Interrupting, pytest.param(InterruptedBehindAGateway, marks=pytest.mark.deep)]
+)
 def test_a_target_that_cuts_streams_is_blamed_once_and_judged_one_request_at_a_time(
     fault, tiny_random_url, proof_profile, tmp_path
 ):
@@ -51,6 +55,7 @@ def test_a_target_that_cuts_streams_is_blamed_once_and_judged_one_request_at_a_t
     assert code == 1
 
 
+@pytest.mark.deep
 def test_a_target_that_serialises_is_judged_one_request_at_a_time(tiny_random_url, proof_profile, tmp_path):
     code, index, output = run(
         Serialising, tiny_random_url, tmp_path, proof_profile, ["STREAM-012", "STREAM-024"], "2"
@@ -73,7 +78,7 @@ def test_answers_that_differ_beside_others_are_compared_alone(tiny_random_url, p
     assert code == 0
 
 
-@pytest.mark.parametrize("fault", [Interrupting, Serialising])
+@pytest.mark.parametrize("fault", [Interrupting, pytest.param(Serialising, marks=pytest.mark.deep)])
 def test_one_worker_needs_no_probe(fault, tiny_random_url, proof_profile, tmp_path):
     """One process sends one request at a time already: no start-up probe; STREAM-024 still
     judges the cut itself (its own two streams)."""

@@ -17,7 +17,7 @@ from conformance.features import Features
 from conformance.profile import Profile
 from conformance.wire.target import Target, TargetConfig
 
-from .fault_proxy import running_proxy
+from .fault_proxy import read_body, running_proxy
 
 JSONDict = dict[str, Any]
 Reply = tuple[int, Any]  # status, body (a dict, or bytes)
@@ -230,12 +230,7 @@ class Server:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        raw = b""
-        while True:
-            event = await receive()
-            raw += event.get("body", b"")
-            if not event.get("more_body"):
-                break
+        raw = await read_body(receive)
         path = scope["path"]
         model = {"type": "model", "id": "m", "capabilities": (self.info or {}).get("capabilities")}
         if scope["method"] == "POST":

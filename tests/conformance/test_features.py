@@ -13,7 +13,7 @@ from conformance.features import Features, judge_probe
 from conformance.profile import Profile
 from conformance.wire.target import PROPERTY_HEADER, Target, TargetConfig
 
-from .fault_proxy import running_proxy
+from .fault_proxy import read_body, running_proxy
 
 
 class Fake:
@@ -31,12 +31,7 @@ class Fake:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        raw = b""
-        while True:
-            event = await receive()
-            raw += event.get("body", b"")
-            if not event.get("more_body"):
-                break
+        raw = await read_body(receive)
         headers = {k.decode(): v.decode() for k, v in scope["headers"]}
         self.seen.append((scope["method"], scope["path"], headers, json.loads(raw) if raw else None))
         if scope["method"] == "GET" and scope["path"] == "/v1/files":
