@@ -10,8 +10,9 @@ target declares (gateways declare nothing, and a declaration is not evidence):
 - citations: a citation on the answer to a document with citations enabled that asks for a quote;
 - context management (each edit apart): a `context_management` report in the answer;
 - structured outputs: the answer's text is JSON valid against the schema;
-- tools: a forced call answered with a `tool_use` block; `tool_choice` any, else the named tool,
-  else auto, the first the target takes: that is the way the properties set their calls up.
+- tool calls: a forced call answered with a `tool_use` block; `tool_choice` any, else the named
+  tool, else auto, the first the target takes: that is the way the properties set their calls
+  up. Tools themselves are taken where a way is taken, a call or not.
 
 Each probe ends in one Support: served (with the evidence, or why none could be read), refused
 (a 4xx: absent, in the target's own words), or failed: accepted and not used, or a 5xx or a
@@ -46,7 +47,7 @@ __all__ = [
     "images",
     "structured_outputs",
     "thinking",
-    "tools",
+    "tool_calls",
 ]
 
 
@@ -163,11 +164,12 @@ def error_words(body: bytes) -> str:
         return ""
     error = data.get("error")
     inner: dict[str, Any] = error if isinstance(error, dict) else data
-    words = [str(inner[key])[:200] for key in ("type", "message") if isinstance(inner.get(key), str)]
+    words = [inner[key] for key in ("type", "message") if isinstance(inner.get(key), str)]
     detail = data.get("detail")
     if not words and detail is not None:
-        words = [(detail if isinstance(detail, str) else json.dumps(detail))[:200]]
-    return f": {': '.join(words)}" if words else ""
+        words = [detail if isinstance(detail, str) else json.dumps(detail)]
+    # One line (a gateway's message may hold its backend's on lines of their own).
+    return f": {': '.join(' '.join(word.split())[:200] for word in words)}" if words else ""
 
 
 Send = Callable[[dict[str, Any], Mapping[str, str] | None], Answer]
@@ -391,30 +393,41 @@ def structured_outputs(send: Send, target: Target, info: Info) -> Support:
     )
 
 
-def tools(send: Send, target: Target, info: Info) -> Support:
+def tool_calls(send: Send, target: Target, info: Info) -> Support:
     """A forced call, each way in turn (tooluse.FORCING_WAYS): the first the target takes (not a
     4xx) is the one the properties use. Any and the named tool force a call, so an answer
-    without one is tools accepted and not used; auto forces nothing."""
+    without one is forced calls accepted and not honoured (`way`: the one taken); auto forces
+    nothing. The `tools` feature (the tool fields taken at all) follows from it
+    (features.py): a target that ignores tool_choice still counts tools, answers tool results
+    and obeys tool_choice none."""
     refusals: list[str] = []
     ignored: tuple[str, Answer] | None = None
     for way in FORCING_WAYS:
         if way == "auto" and ignored is not None:
-            break  # a forcing way was taken and not honoured: tools accepted and not used
+            break  # a forcing way was taken and not honoured
         what = f"a request with tool_choice {way}"
         answer = send(tool_body(target, tool_choice=way_choice(way, TOOLS)), None)
         if answer.refused:
             refusals.append(answer.said(what))
             continue
-        if (settled := _settled("tools", answer, what)) is not None:
+        if (settled := _settled("tool_calls", answer, what)) is not None:
             return settled
         called = any(block.get("type") == "tool_use" for block in answer.content())
         if called or way == "auto":
             shown = "with a tool_use block" if called else "(no call, as auto allows)"
             before = f" ({'; '.join(refusals)})" if refusals else ""
-            return _served("tools", f"{what} got HTTP {answer.status} {shown}{before}", answer, way=way)
+            return _served("tool_calls", f"{what} got HTTP {answer.status} {shown}{before}", answer, way=way)
         ignored = ignored or (way, answer)
     if ignored is not None:
         way, answer = ignored
         said = f"a request with tool_choice {way} got HTTP {answer.status}"
-        return _failed("tools", f"{said} without a tool_use block: {IGNORED}", answer)
-    return Support("tools", False, "probe", "; ".join(refusals))
+        return Support(
+            "tool_calls",
+            False,
+            "probe",
+            f"{said} without a tool_use block: {IGNORED}",
+            failed=True,
+            evidence=answer.evidence,
+            way=way,
+        )
+    return Support("tool_calls", False, "probe", "; ".join(refusals))

@@ -87,6 +87,7 @@ CAPABILITY_PATHS: dict[str, str] = {
 # the feature SKIP naming it. Its rule is the one the failure breaks.
 JUDGES: dict[str, str] = {
     "tools": "TOOL-001",
+    "tool_calls": "TOOL-001",
     "structured_outputs": "STRUCT-001",
     "thinking": "THINK-001",
     "documents": "DOC-002",
@@ -188,7 +189,7 @@ PROBED: dict[str, tuple[str, Callable[[Target], dict[str, Any]]]] = {
 
 # The features a request that uses them shows served (conformance/evidence.py).
 EVIDENCED: dict[str, Callable[[evidence.Send, Target, dict[str, Any] | None], Support]] = {
-    "tools": evidence.tools,
+    "tool_calls": evidence.tool_calls,
     "structured_outputs": evidence.structured_outputs,
     "thinking": evidence.thinking,
     "documents": evidence.documents,
@@ -357,6 +358,10 @@ class Features:
             return Support(feature, declared, "profile", f"the profile says {feature} = {said}")
         if feature == "context_management":
             found = self._context_management()
+        elif feature == "tools":
+            found = self._tools()
+        elif feature == "tool_calls" and self._target.config.profile.declares("tools") is False:
+            found = Support(feature, False, "profile", "the profile says tools = false")
         elif feature in EVIDENCED:
             with self._apart():
                 found = EVIDENCED[feature](self._send, self._target, self.model_info())
@@ -370,6 +375,16 @@ class Features:
         else:
             found = Support(feature, False, "undeclared", "nothing declares it and no request shows it")
         return _hinted(found, self.declared(feature), CAPABILITY_PATHS.get(feature))
+
+    def _tools(self) -> Support:
+        """The tool fields taken at all: where a way of asking for a call was taken, whether a
+        call came or not (forced calls not honoured are TOOL-001's finding, `tool_calls`)."""
+        calls = self.support("tool_calls")
+        taken = calls.supported or (calls.failed and calls.way is not None)
+        if taken:
+            return Support("tools", True, calls.source, calls.detail, way=calls.way)
+        failed, proof = calls.failed, calls.evidence
+        return Support("tools", False, calls.source, calls.detail, failed=failed, evidence=proof)
 
     def _context_management(self) -> Support:
         """Served where one of its edits is; failed where none is and one was accepted and not

@@ -374,7 +374,9 @@ def enter_property(config: pytest.Config, function: Any, target: Target) -> None
         raise probe_failure(target, mine)
     absent = [s for s in needed if not s.supported]
     if absent:
-        raise Unsupported("; ".join(support.reason for support in absent))
+        # One probe may speak for two features (tools and tool_calls): its words once.
+        said = {support.detail: support.reason for support in reversed(absent)}
+        raise Unsupported("; ".join(reversed(said.values())))
 
 
 def probe_failure(target: Target, failed: list[Support]) -> ConformanceFailure:

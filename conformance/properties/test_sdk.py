@@ -274,7 +274,7 @@ def test_sdk_002_error_classes(target: Target) -> None:
     "granularity, the deltas are partial JSON strings, whereas the final `tool_use.input` is "
     'always an object."',
     invariant=62,
-    requires=("tools",),
+    requires=("tools", "tool_calls"),
     covers=(
         "endpoint:POST /v1/messages",
         "request:tools",

@@ -933,8 +933,8 @@ def _forced_calls_honoured(target: Target, features: Features, name: str) -> Non
     """An Anthropic-defined client tool (bash) runs on the client: the target's part is the
     forced call. Where a forced call of a custom tool gets no tool_use either, tool_choice is
     not honoured at all: TOOL-001's finding, not this tool's."""
-    found = features.probe("tools")
-    if found.failed or not found.supported or found.way == "auto":
+    found = features.probe("tool_calls")
+    if not found.supported or found.way == "auto":
         not_judged(
             f"a forced {name} call, like a forced custom tool's, got no tool_use", judged_by="TOOL-001"
         )

@@ -124,7 +124,7 @@ def calls_or_skip(message: dict[str, Any]) -> list[dict[str, Any]]:
     'tool_choice_*_param.py) — any: "The model will use any available tools."; tool: "The model '
     'will use the specified tool with `tool_choice.name`."',
     invariant=40,
-    requires=("tools",),
+    requires=("tools", "tool_calls"),
     covers=(
         "endpoint:POST /v1/messages",
         "request:tools",
@@ -166,7 +166,7 @@ def test_tool_001_forced_call(target: Target) -> None:
     'specified tool with `tool_choice.name`."; strict: "Guarantee schema validation on tool names'
     ' and inputs"',
     invariant=39,
-    requires=("tools",),
+    requires=("tools", "tool_calls"),
     covers=(
         "endpoint:POST /v1/messages",
         "request:tools[].name",
@@ -215,7 +215,7 @@ def test_tool_002_forced_name(target: Target) -> None:
     '"`\\"tool_use\\"`: the model invoked one or more tools"; "The response will have a '
     '`stop_reason` of `tool_use` and one or more `tool_use` content blocks"',
     invariant=36,
-    requires=("tools",),
+    requires=("tools", "tool_calls"),
     covers=(
         "endpoint:POST /v1/messages",
         "request:tools",
@@ -273,7 +273,7 @@ def test_tool_003_stop_reason_tool_use(target: Target) -> None:
     source="schema: OpenAPI ResponseToolUseBlock; OpenAPI ContentBlockDeltaEvent — required [caller, id,"
     " input, name, type]; id pattern ^[a-zA-Z0-9_-]+$; input type object; name minLength 1",
     invariant=38,
-    requires=("tools",),
+    requires=("tools", "tool_calls"),
     covers=(
         "endpoint:POST /v1/messages",
         "request:tools",
@@ -364,7 +364,7 @@ def _judge_inputs(target: Target, *, strict: bool) -> None:
     'true`): Guarantee schema validation on tool names and inputs"; ToolParam.strict: "When true,'
     ' guarantees schema validation on tool names and inputs"',
     invariant=38,
-    requires=("tools",),
+    requires=("tools", "tool_calls"),
     covers=(
         "endpoint:POST /v1/messages",
         "request:tools[].input_schema",
@@ -393,7 +393,7 @@ def test_tool_005_strict_input_valid(target: Target) -> None:
     requirement="input_schema defines the input the model produces: without strict the input still "
     "should follow it (strict only adds the guarantee).",
     invariant=38,
-    requires=("tools",),
+    requires=("tools", "tool_calls"),
     covers=(
         "endpoint:POST /v1/messages",
         "request:tools[].input_schema",
@@ -420,7 +420,7 @@ def test_tool_006_input_valid(target: Target) -> None:
     '"`id`: A unique identifier for this particular tool use block. This will be used to match up'
     ' the tool results later."',
     invariant=37,
-    requires=("tools",),
+    requires=("tools", "tool_calls"),
     covers=(
         "endpoint:POST /v1/messages",
         "request:tools",
@@ -608,7 +608,7 @@ def test_tool_009_tool_choice_none(target: Target) -> None:
     'tool_choice_*_param.py) — auto: "If set to `true`, the model will output at most one tool '
     'use."; any/tool: "the model will output exactly one tool use."',
     invariant=42,
-    requires=("tools",),
+    requires=("tools", "tool_calls"),
     covers=(
         "endpoint:POST /v1/messages",
         "request:tools",
@@ -651,7 +651,7 @@ def test_tool_010_no_parallel_calls(target: Target) -> None:
     source='docs: build-with-claude/streaming#input-json-delta — "the deltas are partial JSON strings, '
     'whereas the final `tool_use.input` is always an object"',
     invariant=62,
-    requires=("tools",),
+    requires=("tools", "tool_calls"),
     covers=(
         "endpoint:POST /v1/messages",
         "request:tools",
@@ -735,7 +735,7 @@ def _loads(text: str) -> Any:
     " Two calls agree only on a deterministic target, and the docs say temperature 0 is not fully "
     "deterministic: a SHOULD, judged only where the run found the target deterministic.",
     invariant=64,
-    requires=("tools",),
+    requires=("tools", "tool_calls"),
     compares=True,
     covers=(
         "endpoint:POST /v1/messages",
@@ -791,7 +791,7 @@ def _calls(message: Any) -> list[tuple[str, Any]]:
     'input, name, type]; "The deltas for `tool_use` content blocks correspond to updates for the '
     '`input` field of the block"; start example: "input":{}',
     invariant=68,
-    requires=("tools",),
+    requires=("tools", "tool_calls"),
     covers=(
         "endpoint:POST /v1/messages",
         "request:tools",
@@ -839,7 +839,7 @@ def test_tool_013_block_start_empty(target: Target) -> None:
     "series of content blocks, each of which have a `content_block_start`, one or more "
     "`content_block_delta` events, and a …",
     invariant=57,
-    requires=("tools",),
+    requires=("tools", "tool_calls"),
     covers=(
         "endpoint:POST /v1/messages",
         "request:tools",
@@ -946,7 +946,7 @@ def test_tool_014_count_tokens_tools(target: Target) -> None:
     'validation on tool names and inputs"; "If you use an unsupported feature, you\'ll receive a '
     '400 error with details"',
     invariant=38,
-    requires=("tools",),
+    requires=("tools", "tool_calls"),
     covers=(
         "endpoint:POST /v1/messages",
         "request:tools[].input_schema",
@@ -1020,7 +1020,7 @@ def first_calls(fetch: Callable[[dict[str, Any]], list[Any]], target: Target) ->
     "should keep it, streamed or not (agents and gateways tell client tool calls from server "
     "tool calls, srvtoolu_, by it).",
     invariant=37,
-    requires=("tools",),
+    requires=("tools", "tool_calls"),
     covers=(
         "endpoint:POST /v1/messages",
         "request:tool_choice",
@@ -1056,7 +1056,7 @@ def test_tool_017_tool_use_id_prefix(target: Target) -> None:
     "with the call (the request's top-level cache_control is MSG-017's).",
     source="schema: OpenAPI Tool — properties type, name, description, input_schema, strict, "
     "cache_control, eager_input_streaming, allowed_callers, input_examples",
-    requires=("tools",),
+    requires=("tools", "tool_calls"),
     covers=(
         "endpoint:POST /v1/messages",
         "request:tools[].type",

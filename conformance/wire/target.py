@@ -14,7 +14,8 @@ import contextlib
 import json
 import shlex
 import time
-from collections.abc import Iterator, Mapping
+import zlib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Literal
@@ -183,6 +184,28 @@ class Recorder:
         self.property_id = property_id
 
 
+# The suite asks for bodies as they are: what it records (and judges after the fact: ERR-031,
+# the evidence) is then what was read. A target that compresses anyway is recorded decoded.
+UNCOMPRESSED = {"accept-encoding": "identity"}
+
+
+def _decoder(headers: Mapping[str, str]) -> Callable[[bytes], bytes]:
+    """Chunk by chunk, what the recorder keeps of a body sent with a gzip or deflate
+    Content-Encoding: the decoded bytes (another encoding is kept as it came)."""
+    coding = next((v for k, v in headers.items() if k.lower() == "content-encoding"), "").strip().lower()
+    if coding not in ("gzip", "deflate"):
+        return lambda chunk: chunk
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS if coding == "gzip" else zlib.MAX_WBITS)
+
+    def decode(chunk: bytes) -> bytes:
+        try:
+            return inflater.decompress(chunk)
+        except zlib.error:
+            return chunk
+
+    return decode
+
+
 def _recording_transport(http: ModuleType, recorder: Recorder) -> Any:
     """A transport for `http` (httpx for the raw client, httpx2 for the SDK, which uses that
     fork) that records each exchange into `recorder`, stream bytes included."""
@@ -193,10 +216,11 @@ def _recording_transport(http: ModuleType, recorder: Recorder) -> Any:
             self._exchange = exchange
 
         def __iter__(self) -> Iterator[bytes]:
+            decoder = _decoder(self._exchange.response_headers)
             try:
                 for chunk in self._inner:
                     if len(self._exchange.response_body) < MAX_EVIDENCE_BYTES * 4:
-                        self._exchange.response_body.extend(chunk)
+                        self._exchange.response_body.extend(decoder(chunk))
                     yield chunk
             finally:
                 self._exchange.elapsed = time.monotonic() - self._exchange.started
@@ -259,6 +283,7 @@ class Target:
             base_url=config.url.rstrip("/"),
             transport=_recording_transport(httpx, self.recorder),
             timeout=timeout,
+            headers=UNCOMPRESSED,
         )
         self._sdk_http = httpx2.Client(
             transport=_recording_transport(httpx2, self.recorder),
@@ -273,7 +298,7 @@ class Target:
             auth_token=credential if bearer else None,
             http_client=self._sdk_http,
             # The SDK's own version header gives way to the run's: both clients speak one version.
-            default_headers={"anthropic-version": config.api_version},
+            default_headers={"anthropic-version": config.api_version, **UNCOMPRESSED},
             max_retries=0,
             timeout=config.timeout,
             _strict_response_validation=True,

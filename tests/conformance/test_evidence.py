@@ -197,13 +197,13 @@ def by_choice(**replies: Reply) -> Callable[[JSONDict], Reply]:
             "auto",
         ),
         ({"any": (200, message(TEXT)), "tool": (200, message(CALL))}, True, False, "tool"),
-        ({"any": (200, message(TEXT)), "tool": (200, message(TEXT))}, False, True, None),
+        ({"any": (200, message(TEXT)), "tool": (200, message(TEXT))}, False, True, "any"),  # taken, ignored
         ({"any": (400, refusal()), "tool": (400, refusal()), "auto": (400, refusal())}, False, False, None),
     ],
 )
 def test_tools_are_set_up_the_first_way_the_target_takes(target, replies, supported, failed, way):
     send = Scripted(by_choice(**replies))
-    support = evidence.tools(send, target, None)
+    support = evidence.tool_calls(send, target, None)
     assert (support.supported, support.failed, support.way) == (supported, failed, way)
     if way == "tool":
         assert send.sent[1]["tool_choice"] == {
@@ -284,6 +284,17 @@ def test_the_model_list_speaks_where_the_model_route_is_missing():
     support, target = detect(server, "thinking")
     assert support.way == "enabled"  # the listed entry's hint ordered the ways
     assert target.ways == {"thinking": "enabled"}
+
+
+def test_tools_ignored_by_forced_calls_are_still_tools():
+    """tool_choice taken but no call made: forced calls fail (TOOL-001's finding), while the
+    tools themselves are served, asked for the way that was taken (count_tokens with tools,
+    tool_choice none and tool results are still judged)."""
+    support, target = detect(Server(lambda body: (200, message(TEXT))), "tools")
+    assert (support.supported, support.way) == (True, "any")
+    assert target.ways == {"tools": "any"}
+    calls, _ = detect(Server(lambda body: (200, message(TEXT))), "tool_calls")
+    assert (calls.supported, calls.failed) == (False, True)
 
 
 def test_context_management_is_served_where_one_edit_is():

@@ -4,12 +4,13 @@ import json
 import shlex
 import subprocess
 import sys
+from typing import Any
 
 import anthropic
 import pytest
 
 from conformance.profile import load_profile
-from conformance.wire.target import Exchange, TargetConfig
+from conformance.wire.target import Exchange, Target, TargetConfig
 
 
 def exchange() -> Exchange:
@@ -134,3 +135,34 @@ def test_the_raw_client_and_the_sdk_send_the_version_judged(version):
             target.sdk().messages.create(model="m", max_tokens=1, messages=[{"role": "user", "content": "x"}])
         target.close()
     assert seen == [version, version]
+
+
+def test_bodies_are_asked_for_uncompressed_and_recorded_decoded():
+    """What the suite judges after the fact (ERR-031, evidence) is what it read: it asks for
+    bodies as they are, and a target that gzips them anyway is recorded decoded (LiteLLM's
+    gzipped 500s read as 'not JSON' to ERR-031 before)."""
+    import gzip
+
+    from .fault_proxy import read_body, running_proxy
+
+    seen: list[dict[str, str]] = []
+
+    async def gzipping(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        await read_body(receive)
+        seen.append({k.decode(): v.decode() for k, v in scope["headers"]})
+        body = gzip.compress(
+            json.dumps({"type": "error", "error": {"type": "api_error", "message": "x"}}).encode()
+        )
+        headers = [(b"content-type", b"application/json"), (b"content-encoding", b"gzip")]
+        await send({"type": "http.response.start", "status": 500, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    with running_proxy(gzipping) as url:
+        target = Target(TargetConfig(url=url, model="m"))
+        response = target.request("POST", "/v1/messages", json_body={})
+        target.close()
+    assert response.json()["error"]["type"] == "api_error"
+    assert json.loads(bytes(target.recorder.exchanges[-1].response_body))["error"]["message"] == "x"
+    assert seen[0]["accept-encoding"] == "identity"
