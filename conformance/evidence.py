@@ -366,8 +366,8 @@ PROBE_SCHEMA = {
 
 
 def structured_outputs(send: Send, target: Target, info: Info) -> Support:
-    """A small schema; the answer's text must be JSON of it (a text cut by max_tokens is not
-    evidence either way)."""
+    """A small schema; the answer's text must be JSON of it (an object cut by max_tokens is not
+    evidence either way; prose or a markdown fence, cut or not, is the format not used)."""
     body = message_body(
         target,
         messages=[{"role": "user", "content": "Is the sea wet? Answer in JSON."}],
@@ -383,7 +383,8 @@ def structured_outputs(send: Send, target: Target, info: Info) -> Support:
         value: Any = json.loads(text)
     except ValueError:
         data = answer.data
-        if isinstance(data, dict) and data.get("stop_reason") == "max_tokens":
+        cut = isinstance(data, dict) and data.get("stop_reason") == "max_tokens"
+        if cut and text.lstrip().startswith("{"):  # the beginning of the object, cut
             return _served("structured_outputs", f"{said}, cut by max_tokens: judged as served", answer)
         value = None
     if isinstance(value, dict) and set(value) == {"ok"} and isinstance(value["ok"], bool):

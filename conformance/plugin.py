@@ -330,20 +330,63 @@ def _consequence(found: Concurrency) -> str:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     """A property that timed out while other workers' properties ran is judged again alone
-    (a busy two-core machine is not the target's fault); its second outcome is its verdict."""
+    (a busy two-core machine is not the target's fault); one that met a 429 or 529 (the target
+    limiting or busy: a gateway that cools a deployment down after the suite's invalid
+    requests) is judged again once the target asked to be left (retry-after, at most
+    LIMIT_WAIT_S); its second outcome is its verdict, and a second limit makes it SKIP."""
     try:
         return (yield)
     except Exception as exc:
         state = _state(item.config)
         prop = property_of(getattr(item, "obj", None))
-        if state is None or state.alone is None or state.target is None or prop is None or not timed_out(exc):
+        if state is None or state.target is None or prop is None:
             raise
-        with state.alone.alone():
-            state.target.recorder.reset(prop.id)
-            take_notes()  # the first try's
-            note(f"timed out while other properties ran ({exception_line(exc)[:160]}): judged again alone")
+        if state.alone is not None and timed_out(exc):
+            with state.alone.alone():
+                state.target.recorder.reset(prop.id)
+                take_notes()  # the first try's
+                note(
+                    f"timed out while other properties ran ({exception_line(exc)[:160]}): judged again alone"
+                )
+                item.runtest()
+            return None
+        limit = _limited(prop, state.target)
+        if limit is None or isinstance(exc, (NotJudged, Unsupported)):
+            raise
+        status, wait = limit
+        time.sleep(wait)
+        state.target.recorder.reset(prop.id)
+        take_notes()
+        note(f"the target answered HTTP {status} (limited or busy): judged again {wait:g} s later")
+        try:
             item.runtest()
+        except Exception as again:
+            if isinstance(again, (NotJudged, Unsupported)) or _limited(prop, state.target) is None:
+                raise
+            raise NotJudged(
+                f"the target answered HTTP {status} (limited or busy) both times: not judged"
+            ) from again
         return None
+
+
+LIMIT_WAIT_S = 30.0  # the longest a property waits for a limited target before its second try
+
+
+def _limited(prop: Property, target: Target) -> tuple[int, float] | None:
+    """(status, seconds to wait) where one of the property's requests met a 429 or 529: the
+    target limiting or busy, which no property asks for, and which says nothing of its rule
+    (ERR-031 judges those answers themselves). The RATE-* properties provoke 429s: theirs count."""
+    if prop.area == "RATE":
+        return None
+    for exchange in target.recorder.exchanges:
+        if exchange.status in (429, 529):
+            headers = {k.lower(): v for k, v in exchange.response_headers.items()}
+            try:
+                wait = float(headers.get("retry-after", "5"))
+            except ValueError:
+                wait = 5.0
+            return exchange.status, min(max(wait, 1.0), LIMIT_WAIT_S)
+    return None
 
 
 def enter_property(config: pytest.Config, function: Any, target: Target) -> None:

@@ -168,6 +168,7 @@ def test_an_edit_is_shown_by_its_context_management_report(target, feature):
         ("Yes, the sea is wet.", "end_turn", False, True),
         ('{"ok": "yes"}', "end_turn", False, True),
         ('{"ok": tr', "max_tokens", True, False),  # cut: no evidence either way
+        ('```json\n{"ok": tr', "max_tokens", False, True),  # a fence: not the format, cut or not
     ],
 )
 def test_structured_output_is_shown_by_json_of_the_schema(target, text, stop, supported, failed):
