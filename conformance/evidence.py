@@ -23,6 +23,7 @@ properties say they could not judge it.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -384,7 +385,8 @@ def structured_outputs(send: Send, target: Target, info: Info) -> Support:
     except ValueError:
         data = answer.data
         cut = isinstance(data, dict) and data.get("stop_reason") == "max_tokens"
-        if cut and text.lstrip().startswith("{"):  # the beginning of the object, cut
+        first_key = re.match(r'\s*\{\s*(?:"([^"]*)")?', text)
+        if cut and first_key and first_key[1] in (None, "ok"):  # the schema's object, cut short
             return _served("structured_outputs", f"{said}, cut by max_tokens: judged as served", answer)
         value = None
     if isinstance(value, dict) and set(value) == {"ok"} and isinstance(value["ok"], bool):

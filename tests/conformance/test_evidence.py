@@ -169,6 +169,7 @@ def test_an_edit_is_shown_by_its_context_management_report(target, feature):
         ('{"ok": "yes"}', "end_turn", False, True),
         ('{"ok": tr', "max_tokens", True, False),  # cut: no evidence either way
         ('```json\n{"ok": tr', "max_tokens", False, True),  # a fence: not the format, cut or not
+        ('{\n  "wet": true, "because', "max_tokens", False, True),  # a key the schema does not have
     ],
 )
 def test_structured_output_is_shown_by_json_of_the_schema(target, text, stop, supported, failed):
