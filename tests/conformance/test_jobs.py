@@ -183,8 +183,9 @@ def test_a_selection_prepares_only_what_it_runs(tiny_random_url, proof_profile, 
     )
     assert code == 0, output[-3000:]
     assert [p["id"] for p in index["properties"]] == selected
-    # The request-shaping features are probed before every run (every property's requests depend on them).
-    assert set(index["feature_support"]) == {"tools", *REQUEST_SHAPING}
+    # The request-shaping features are probed before every run (every property's requests depend
+    # on them); tools are found by the forced call TOOL-001 needs (tool_calls).
+    assert set(index["feature_support"]) == {"tools", "tool_calls", *REQUEST_SHAPING}
 
 
 # ---- what crosses from a worker to the controller, and a run cut short
