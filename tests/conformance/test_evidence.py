@@ -18,6 +18,7 @@ from conformance.profile import Profile
 from conformance.wire.target import Target, TargetConfig
 
 from .fault_proxy import read_body, running_proxy
+from .scripted_target import respond
 
 JSONDict = dict[str, Any]
 Reply = tuple[int, Any]  # status, body (a dict, or bytes)
@@ -244,15 +245,7 @@ class Server:
             status, body = 200, {"data": [model], "has_more": False}
         else:
             status, body = 404, {"detail": "Not Found"}
-        data = json.dumps(body).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [(b"content-type", b"application/json")],
-            }
-        )
-        await send({"type": "http.response.body", "body": data})
+        await respond(send, status, "application/json", json.dumps(body).encode())
 
 
 def detect(server: Server, feature: str) -> tuple[Any, Target]:

@@ -14,6 +14,7 @@ from conformance.profile import Profile
 from conformance.wire.target import PROPERTY_HEADER, Target, TargetConfig
 
 from .fault_proxy import read_body, running_proxy
+from .scripted_target import respond
 
 
 class Fake:
@@ -40,15 +41,7 @@ class Fake:
             status, body = 200, {"type": "model", "id": "m", "capabilities": self.capabilities}
         else:
             status, body = self.status, self.body
-        data = json.dumps(body).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [(b"content-type", b"application/json")],
-            }
-        )
-        await send({"type": "http.response.body", "body": data})
+        await respond(send, status, "application/json", json.dumps(body).encode())
 
     @property
     def posts(self) -> list[Any]:
