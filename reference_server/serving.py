@@ -281,7 +281,9 @@ class MessagesService:
         if citations is not None:
             prepared = replace(prepared, citations=citations)
         documents = len(prompt.documents)
-        plan = server_tool_plan(tools, prompt.loaded, policy, schema, card.context_window, documents)
+        plan = server_tool_plan(
+            tools, prompt.loaded, policy, schema, card.context_window, documents, card.special_tags
+        )
         if plan is not None:
             prepared = replace(prepared, server_tools=plan)
             prepared = await resume_call(self, self.server_tools, prepared, params.messages)
@@ -455,7 +457,7 @@ def _grammar(
 ) -> Grammar | None:
     """The answer's constraint: its tool calls and output format (enforceable, or a 400), or
     quotes of the cited documents; the thinking paragraph first when thinking is on."""
-    grammar = response_grammar(prompt.policy, schema)
+    grammar = response_grammar(prompt.policy, schema, prompt.card.special_tags)
     if grammar is not None:
         check_enforceable(grammar, prompt.tools, prompt.policy, schema)
     if citations is not None:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from reference_server.engine.base import Grammar
 from reference_server.engine.toolformat import CALL_OPEN
+from reference_server.tools.grammar import spelled
 
 from .documents import CitationPlan
 
@@ -30,9 +31,12 @@ def open_tag(tag: str) -> str:
     return f"<cite {tag}>"
 
 
-def citation_grammar(plan: CitationPlan, calls: Sequence[str] = ()) -> Grammar | None:
+def citation_grammar(
+    plan: CitationPlan, calls: Sequence[str] = (), special: frozenset[str] = frozenset()
+) -> Grammar | None:
     """The grammar for `plan`'s documents; None when none has text to quote. `calls`: rules
-    defining `calls` (the text after the first call tag), when the answer may end with calls."""
+    defining `calls` (the text after the first call tag), when the answer may end with calls;
+    `special`: the tags the vocabulary holds as one token (tools/grammar.py)."""
     rules: list[str] = []
     quotes: list[str] = []
     for document in plan.documents:
@@ -51,7 +55,7 @@ def citation_grammar(plan: CitationPlan, calls: Sequence[str] = ()) -> Grammar |
         return None
     head = ["answer: cite (TEXT | cite)*", "cite: " + " | ".join(quotes), "TEXT: /[^<]+/"]
     if calls:
-        head = ["start: answer | answer " + json.dumps(CALL_OPEN) + " calls", *head, *calls]
+        head = ["start: answer | answer " + spelled(CALL_OPEN, special) + " calls", *head, *calls]
     else:
         head = ["start: answer", *head]
     return Grammar("\n".join([*head, *rules]) + "\n")

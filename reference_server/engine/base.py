@@ -244,6 +244,9 @@ class ModelCard:
     vision: bool = False
     # What the served weights are (`q4`, `q8`, `f32`, ...); None when the engine does not say.
     precision: str | None = None
+    # The tool-call format's tags (toolformat.TAGS) the vocabulary holds as one special token:
+    # grammars name those as the token (tools/grammar.py).
+    special_tags: frozenset[str] = frozenset()
 
 
 @runtime_checkable

@@ -19,8 +19,11 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConstraintError, GrammarError
+from .toolformat import TAGS
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     import numpy as np
     from numpy.typing import NDArray
 
@@ -66,12 +69,23 @@ class GrammarCompiler:
         # tokenizer.json file or was rebuilt from GGUF metadata.
         backend = tokenizer.backend
         self.vocab_size = tokenizer.vocab_size
+        self._ids = {text: token for text in TAGS if (token := backend.token_to_id(text)) is not None}
         self._tokenizer = llguidance.LLTokenizer(
             backend.to_str(),
             n_vocab=self.vocab_size,
             # Every end-of-turn id: the mask allows them all once the grammar is complete.
             eos_token=sorted(tokenizer.eos_token_ids),
         )
+
+    def special(self, texts: Iterable[str]) -> frozenset[str]:
+        """Those of `texts` that the vocabulary holds as one special token (a grammar names
+        them as `<tag>`; llguidance refuses such a token where a grammar spells text)."""
+        found: set[str] = set()
+        for text in texts:
+            token = self._ids.get(text)
+            if token is not None and self._tokenizer.is_special_token(token):
+                found.add(text)
+        return frozenset(found)
 
     def check(self, grammar: Grammar) -> None:
         """Raise `GrammarError` if `grammar` is invalid for this model (special tokens included)."""

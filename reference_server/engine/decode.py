@@ -1,4 +1,4 @@
-"""Llama-family blocks on the CPU in far fewer MLX operations.
+"""Llama-family blocks (llama, qwen2) on the CPU in far fewer MLX operations.
 
 On the CPU, MLX's "fast" operations (RMS norm, rotary embedding) are built out of their
 reference decompositions, so one SmolLM2 decode step was a graph of about 4,100 operations,
@@ -17,8 +17,10 @@ was most of the step. Each transformer block of an `mlx_lm` llama model is rebui
 Prefill (several tokens per row) runs the same fused products uncompiled, with `mx.fast.rope`
 and the architecture's attention (attention.py's). The caches are mlx-lm's, unchanged, so
 batching and the prompt cache work as before. Installed on the CPU only (Metal has fused kernels
-for these operations), for `mlx_lm.models.llama` blocks without projection biases; the weights
-are taken as fixed once installed.
+for these operations), for `mlx_lm.models.llama` blocks without projection biases and
+`mlx_lm.models.qwen2` blocks (a llama block with biases on the query, key and value projections:
+fused into one bias, added after the product and before the rotation, on every path); the
+weights are taken as fixed once installed. Other architectures keep mlx-lm's own blocks.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Any
 import mlx.core as mx
 from mlx.nn.layers.base import Module
 from mlx.nn.layers.positional_encoding import RoPE
+from mlx_lm.models import qwen2
 from mlx_lm.models.base import create_attention_mask
 from mlx_lm.models.cache import BatchKVCache, KVCache
 from mlx_lm.models.llama import LlamaModel, Model, TransformerBlock
@@ -55,27 +58,36 @@ _log = logging.getLogger(__name__)
 Linear = tuple[tuple[mx.array, ...], tuple[int, int] | None, mx.array | None]
 
 
+# The mlx-lm architectures rebuilt here: (model, inner model) classes.
+_ARCHITECTURES = ((Model, LlamaModel), (qwen2.Model, qwen2.Qwen2Model))
+_QKV = ("q_proj", "k_proj", "v_proj")
+
+
 def install_fast_decode(model: Any) -> bool:
-    """Rebuild the blocks of an `mlx_lm` llama `model` in place; False (nothing changed) when
-    its architecture or layers are not the plain ones this handles."""
-    if type(model) is not Model or type(model.model) is not LlamaModel:
+    """Rebuild the blocks of an `mlx_lm` llama or qwen2 `model` in place; False (nothing
+    changed) when its architecture or layers are not the plain ones this handles."""
+    inner = getattr(model, "model", None)
+    if (type(model), type(inner)) not in _ARCHITECTURES or not model.model.layers:
         return False
     args = model.args
-    rope = model.model.layers[0].self_attn.rope if model.model.layers else None
+    rope = model.model.layers[0].self_attn.rope
     if (
-        args.attention_bias
-        or args.mlp_bias
+        getattr(args, "attention_bias", False)
+        or getattr(args, "mlp_bias", False)
         or type(rope) is not RoPE
-        or rope.dims != model.model.layers[0].self_attn.head_dim
+        or rope.dims != _head_dim(model.model.layers[0].self_attn)
     ):
         return False
-    if any(layer.use_sliding for layer in model.model.layers):
+    if any(getattr(layer, "use_sliding", False) for layer in model.model.layers):
         return False
     for layer in model.model.layers:
-        for linear in (*layer.self_attn.children().values(), *layer.mlp.children().values()):
+        attn = layer.self_attn
+        if len({"bias" in attn[name] for name in _QKV}) != 1:
+            return False  # biases on some of q/k/v only
+        for name, linear in (*attn.children().items(), *layer.mlp.children().items()):
             if isinstance(linear, Module) and not isinstance(linear, RoPE):
                 try:
-                    linear_parts(linear)
+                    linear_parts(linear, bias=name in _QKV)
                 except TypeError:
                     return False  # e.g. quantized layers without the CPU kernel
     for layer in model.model.layers:
@@ -85,6 +97,11 @@ def install_fast_decode(model: Any) -> bool:
     model.model.__class__ = FastLlamaModel
     mx.eval(model.parameters())
     return True
+
+
+def _head_dim(attn: Any) -> int:
+    # qwen2's attention keeps no `head_dim`: its rotation covers the whole head.
+    return int(getattr(attn, "head_dim", None) or attn.rope.dims)
 
 
 def _rope_tables(rope: RoPE, positions: int) -> tuple[mx.array, mx.array, mx.array] | None:
@@ -130,6 +147,12 @@ class FastLlamaModel(LlamaModel):
 
     rope_tables: tuple[mx.array, mx.array, mx.array] | None
 
+    @property
+    def pipeline_layers(self) -> list[Any]:
+        """Every layer: qwen2's `Model.layers` reads its inner model's pipeline slice."""
+        layers: list[Any] = self.layers
+        return layers
+
     def __call__(
         self, inputs: mx.array, cache: Any = None, input_embeddings: mx.array | None = None
     ) -> mx.array:
@@ -172,8 +195,11 @@ class FastLlamaBlock(TransformerBlock):
     """A llama block with fused projections; see the module docstring."""
 
     qkv: Module
+    qkv_bias: mx.array  # qwen2's; absent on llama blocks
     gate_up: Module
-    _layout: tuple[_Config, tuple[mx.array, mx.array], tuple[Linear, ...], tuple[Any, ...]]
+    _layout: tuple[_Config, tuple[mx.array, mx.array], tuple[Linear, ...], tuple[Any, ...], mx.array | None]
+    # The module whose `scaled_dot_product_attention` prefill calls (attention.py may wrap it).
+    _attention_module: str
     # For the kernel's whole-layer step (cpu/layer.cpp): its weights in order and the products'
     # (group size, bits); None when a product is not quantized.
     _fused: tuple[list[mx.array], list[int]] | None
@@ -182,6 +208,13 @@ class FastLlamaBlock(TransformerBlock):
     def convert(cls, block: TransformerBlock) -> None:
         """Fuse `block`'s projections in place and make it a `FastLlamaBlock`."""
         attn, mlp = block.self_attn, block.mlp
+        architecture = type(block).__module__
+        if "bias" in attn.q_proj:
+            block.qkv_bias = mx.concatenate([attn[name]["bias"].astype(mx.float32) for name in _QKV])
+            for name in _QKV:
+                del attn[name]["bias"]
+        if not hasattr(attn, "head_dim"):
+            attn.head_dim = _head_dim(attn)
         block.qkv = concatenate_linears([attn.q_proj, attn.k_proj, attn.v_proj])
         block.gate_up = concatenate_linears([mlp.gate_proj, mlp.up_proj])
         block.o_proj, block.down_proj = attn.o_proj, mlp.down_proj
@@ -193,6 +226,7 @@ class FastLlamaBlock(TransformerBlock):
             for name in names:
                 del module[name]
         block.__class__ = cls
+        object.__setattr__(block, "_attention_module", architecture)
         block.freeze_layout()
 
     def freeze_layout(self) -> None:
@@ -206,6 +240,7 @@ class FastLlamaBlock(TransformerBlock):
             for layer in (self.qkv, self.o_proj, self.gate_up, self.down_proj)
         )
         norms = (self.input_layernorm.weight, self.post_attention_layernorm.weight)
+        bias = self.get("qkv_bias")
         decode = (
             config,
             tuple(linear[1] for linear in linears),
@@ -213,7 +248,7 @@ class FastLlamaBlock(TransformerBlock):
             (norms[1], *linears[1][0], *linears[2][0], *linears[3][0]),
         )
         # Plain attributes, outside the parameter tree (Module keeps arrays and tuples there).
-        object.__setattr__(self, "_layout", (config, norms, linears, decode))
+        object.__setattr__(self, "_layout", (config, norms, linears, decode, bias))
         formats = [linear[1] for linear in linears]
         fused = None
         if all(f is not None for f in formats):
@@ -229,14 +264,14 @@ class FastLlamaBlock(TransformerBlock):
         cache: Any = None,
         angles: _Angles | None = None,
     ) -> mx.array:
-        config, norms, linears, (_, formats, first, second) = self._layout
+        config, norms, linears, (_, formats, first, second), bias = self._layout
         if angles is None or cache is None:
-            return self._prefill(x, mask, cache, config, norms, linears)
+            return self._prefill(x, mask, cache, config, norms, linears, bias)
         kernel = cpu_kernel()
         if self._fused is not None and kernel is not None and _owns_room(cache):
             return self._layer_step(x, cache, angles, kernel, config)
-        before, after = _compiled(config, *formats)
-        if formats[0] is not None and kernel is not None:
+        before, after = _compiled(config, *formats, biased=bias is not None)
+        if formats[0] is not None and kernel is not None and bias is None:
             # One operation for norm, product, rotation and layouts (cpu/projection.cpp).
             group_size, bits = formats[0]
             queries, keys, values = kernel.decode_projection(
@@ -257,7 +292,7 @@ class FastLlamaBlock(TransformerBlock):
                 input_bits(),
             )
         else:
-            queries, keys, values = before(x, *angles.rows, *first)
+            queries, keys, values = before(x, *angles.rows, *first, *(() if bias is None else (bias,)))
         cache.update_and_fetch(keys, values)
         out = _attend(queries, cache)
         result: mx.array = after(x, out, *second)
@@ -268,11 +303,14 @@ class FastLlamaBlock(TransformerBlock):
         token's keys and values into the cache's spare capacity in place (`_owns_room`)."""
         assert self._fused is not None
         weights, formats = self._fused
+        bias = self._layout[4]
         batched = type(cache) is BatchKVCache
         length = cache._idx if batched else cache.offset
         arrays = [x, *weights, angles.cos, angles.sin, angles.positions, cache.keys, cache.values]
         if batched:
             arrays.append(cache.left_padding)
+        if bias is not None:
+            arrays.append(bias)
         h, cache.keys, cache.values = kernel.decode_layer(
             arrays,
             formats,
@@ -284,6 +322,7 @@ class FastLlamaBlock(TransformerBlock):
             config.scale,
             length,
             input_bits(),
+            bias is not None,
         )
         # A new array, as mlx-lm does: `+=` would change the positions array in place, and this
         # step's later layers read it.
@@ -301,12 +340,15 @@ class FastLlamaBlock(TransformerBlock):
         config: _Config,
         norms: tuple[mx.array, mx.array],
         linears: tuple[Linear, ...],
+        bias: mx.array | None,
     ) -> mx.array:
         # Several tokens per row: mlx-lm's arithmetic on the fused products, uncompiled.
         qkv, o_proj, gate_up, down = linears
         batch, length, _ = x.shape
         heads, kv_heads, dim = config.heads, config.kv_heads, config.dim
         y = _linear(x, qkv, norms[0], config.eps)
+        if bias is not None:
+            y = y + bias
         q, k, v = mx.split(y, [heads * dim, (heads + kv_heads) * dim], axis=-1)
         q = q.reshape(batch, length, heads, dim).transpose(0, 2, 1, 3)
         k = k.reshape(batch, length, kv_heads, dim).transpose(0, 2, 1, 3)
@@ -317,7 +359,7 @@ class FastLlamaBlock(TransformerBlock):
         if cache is not None:
             k, v = cache.update_and_fetch(k, v)
         # The architecture module's attention, which attention.py may have wrapped.
-        attend = sys.modules[Model.__module__].scaled_dot_product_attention
+        attend = sys.modules[self._attention_module].scaled_dot_product_attention
         out = attend(q, k, v, cache=cache, scale=config.scale, mask=mask)
         out = out.transpose(0, 2, 1, 3).reshape(batch, length, -1)
         return _finish(x, out, norms[1], o_proj, gate_up, down, config.eps)
@@ -432,11 +474,13 @@ def _compiled(
     o_proj: tuple[int, int] | None,
     gate_up: tuple[int, int] | None,
     down: tuple[int, int] | None,
+    *,
+    biased: bool = False,
 ) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """The compiled halves of a decode step for one layer configuration (shared by all layers
-    that have it: their weights are arguments)."""
+    that have it: their weights are arguments; with `biased`, the q/k/v bias comes last)."""
     # input_bits() is read while tracing: part of the key.
-    key = (config, qkv, o_proj, gate_up, down, input_bits())
+    key = (config, qkv, o_proj, gate_up, down, biased, input_bits())
     cache: dict[tuple[Any, ...], tuple[Callable[..., Any], Callable[..., Any]]] = vars(_COMPILED).setdefault(
         "functions", {}
     )
@@ -452,7 +496,11 @@ def _compiled(
         x: mx.array, cos: mx.array, sin: mx.array, pairs: mx.array, norm: mx.array, *weights: mx.array
     ) -> Any:
         batch = x.shape[0]
-        y = _linear(x, (weights, qkv, None), norm, config.eps).reshape(batch, heads + 2 * kv_heads, dim)
+        products, bias = (weights[:-1], weights[-1]) if biased else (weights, None)
+        y = _linear(x, (products, qkv, None), norm, config.eps)
+        if bias is not None:
+            y = y + bias
+        y = y.reshape(batch, heads + 2 * kv_heads, dim)
         qk = y[:, : heads + kv_heads]
         rotated = (qk * cos + (qk @ pairs) * sin) * head_scale
         queries = rotated[:, :heads].reshape(batch, kv_heads, heads // kv_heads, dim)

@@ -58,7 +58,15 @@ def load_model(
     """Load `source` at `precision` (see mlx.load_engine); runs on the engine's worker thread."""
     import mlx.core as mx
 
-    from .gguf import load_gguf_model, random_llama, read_gguf
+    from .gguf import (
+        SOURCE_WIDTHS,
+        load_gguf_model,
+        random_llama,
+        random_qwen2,
+        read_gguf,
+        read_metadata,
+        requantize,
+    )
     from .tokenizer import ChatTokenizer
 
     mx.random.seed(seed)
@@ -72,15 +80,21 @@ def load_model(
         return _load_vision(source, fast_cpu, context_window, seed)
     chosen, kernel = _choose_precision(precision, source, cpu=cpu, fast_blas=fast_cpu)
     if source.kind == "gguf":
-        # The file's own quantization (MLX reads Q4_0/Q4_1/Q8_0 as affine 4- and 8-bit).
+        # The file's own quantization where MLX reads it (Q4_0/Q4_1/Q8_0 as affine 4- and 8-bit),
+        # else float32 from the gguf package (K-quants); converted to `chosen` below.
         model, meta = load_gguf_model(source.path)
-        context = int(meta["llama.context_length"])
+        if SOURCE_WIDTHS in meta and precision == "auto":
+            requantize(model, meta[SOURCE_WIDTHS])  # 4 and 8 bits as the file's: gguf.py says why
+            chosen = None
+        context = int(meta[f"{meta['general.architecture']}.context_length"])
         tokenizer = ChatTokenizer.from_gguf(meta)
-    elif source.kind == "tiny-random":
-        _, meta = read_gguf(source.path)
+    elif source.kind in ("tiny-random", "tiny-random-qwen"):
+        qwen = source.kind == "tiny-random-qwen"
+        meta = read_metadata(source.path) if qwen else read_gguf(source.path)[1]
         tokenizer = ChatTokenizer.from_gguf(meta)
         context = context_window or TINY_RANDOM_CONTEXT
-        model = random_llama(seed=seed, vocab_size=tokenizer.vocab_size, context_window=context)
+        build = random_qwen2 if qwen else random_llama
+        model = build(seed=seed, vocab_size=tokenizer.vocab_size, context_window=context)
     else:
         from mlx_lm.utils import load_model as load_directory
 
@@ -89,7 +103,7 @@ def load_model(
         context = int(
             config.get("max_position_embeddings") or config.get("max_sequence_length") or DEFAULT_CONTEXT
         )
-    if context_window is not None and source.kind != "tiny-random":
+    if context_window is not None and source.kind not in ("tiny-random", "tiny-random-qwen"):
         if context_window > context:
             _log.warning("context window %d exceeds the model's own %d; keeping it", context_window, context)
         context = min(context, context_window)

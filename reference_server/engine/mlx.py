@@ -49,6 +49,7 @@ from .precision import PrecisionChoice
 from .prefix_cache import DEFAULT_BUDGET_BYTES, DEFAULT_MIN_TOKENS, PrefixCache
 from .seeds import sampling_seed
 from .sources import ModelSource, resolve_model
+from .toolformat import TAGS
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
@@ -183,6 +184,7 @@ class MLXEngine:
             max_output_tokens=loaded.context_window,
             vision=loaded.images is not None,
             precision=loaded.precision or None,
+            special_tags=self._grammars.special(TAGS) if self._grammars is not None else frozenset(),
         )
 
     @property

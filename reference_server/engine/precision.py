@@ -40,7 +40,7 @@ def choose_precision(requested: PrecisionChoice, *, kind: str, cpu: bool, kernel
         return requested
     if not cpu:
         return None
-    if kind in ("tiny-random", "tiny-random-vlm", "vlm-dir") or not kernel:
+    if kind in ("tiny-random", "tiny-random-qwen", "tiny-random-vlm", "vlm-dir") or not kernel:
         return "f32"
     return "q4"
 

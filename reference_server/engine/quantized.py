@@ -131,7 +131,7 @@ def use_cpu_kernel(model: Module, kernel: ModuleType, *, dense: bool = True, act
     count = 0
     for _, module in _modules(model):
         swapped: type[Module] | None = None
-        if type(module) is QuantizedLinear and "bias" not in module:
+        if type(module) is QuantizedLinear:
             swapped = CpuQuantizedLinear
         elif type(module) is QuantizedEmbedding:
             swapped = CpuQuantizedEmbedding
@@ -206,11 +206,14 @@ def float_matmul(
     return out if residual is None else residual + out
 
 
-def linear_parts(layer: Module) -> tuple[tuple[mx.array, ...], tuple[int, int] | None]:
-    """A bias-free linear layer's arrays and, when it runs on the kernel, (group size, bits)."""
+def linear_parts(layer: Module, *, bias: bool = False) -> tuple[tuple[mx.array, ...], tuple[int, int] | None]:
+    """A bias-free linear layer's arrays and, when it runs on the kernel, (group size, bits).
+    `bias`: a bias is allowed (and left out: the caller adds it)."""
+    if "bias" in layer and not bias:
+        raise TypeError(f"a linear layer with a bias: {type(layer).__name__}")
     if type(layer) is CpuQuantizedLinear:
         return (layer["weight"], layer["scales"], layer["biases"]), (layer.group_size, layer.bits)
-    if type(layer) is Linear and "bias" not in layer:
+    if type(layer) is Linear:
         return (layer["weight"],), None
     raise TypeError(f"not a bias-free float32 or kernel linear layer: {type(layer).__name__}")
 
@@ -241,11 +244,13 @@ def concatenate_linears(layers: list[Module]) -> Module:
 
 
 class CpuQuantizedLinear(QuantizedLinear):
-    """`QuantizedLinear` (no bias) whose product runs on the kernel (see `use_cpu_kernel`)."""
+    """`QuantizedLinear` whose product runs on the kernel (see `use_cpu_kernel`); a bias (qwen2's
+    query, key and value projections) is added after it."""
 
     def __call__(self, x: mx.array) -> mx.array:
         weight, scales, biases = self["weight"], self["scales"], self["biases"]
-        return kernel_matmul(x, weight, scales, biases, self.group_size, self.bits, dense=self.get("dense"))
+        out = kernel_matmul(x, weight, scales, biases, self.group_size, self.bits, dense=self.get("dense"))
+        return out + self["bias"] if "bias" in self else out
 
 
 class CpuQuantizedEmbedding(QuantizedEmbedding):

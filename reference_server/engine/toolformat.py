@@ -25,14 +25,21 @@ __all__ = [
     "CALL_OPEN",
     "CALL_SEPARATOR",
     "CALL_SUFFIX",
+    "CALL_TAG",
+    "TAGS",
     "call_prefix",
     "plain_turns",
     "render_call",
     "tools_section",
 ]
 
-CALL_OPEN = "<tool_call>\n"
-CALL_SUFFIX = "}\n</tool_call>"
+CALL_TAG = "<tool_call>"
+CALL_END_TAG = "</tool_call>"
+# The tags a vocabulary may hold as one special token (Qwen2.5's 151657 and 151658): grammars
+# then name them as that token (tools/grammar.py), since the model writes it, not the text.
+TAGS = (CALL_TAG, CALL_END_TAG)
+CALL_OPEN = CALL_TAG + "\n"
+CALL_SUFFIX = "}\n" + CALL_END_TAG
 CALL_SEPARATOR = "\n"  # between two calls of one turn
 RESPONSE_OPEN = "<tool_response>\n"
 RESPONSE_CLOSE = "\n</tool_response>"

@@ -71,7 +71,7 @@ class ChatCompletionsService:
         schema = output_schema(params)
         stops = stop_strings(params)
         turns = chat_turns(params.messages)
-        grammar = response_grammar(policy, schema)
+        grammar = response_grammar(policy, schema, card.special_tags)
         if grammar is not None:
             _check_grammar(grammar, tools, policy, schema)
         sampling = Sampling(

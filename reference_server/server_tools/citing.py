@@ -47,13 +47,16 @@ def cited_generation(
     cited: Sequence[RenderedDocument],
     tools: Sequence[ToolDefinition],
     parallel: bool,
+    special: frozenset[str] = frozenset(),
 ) -> PreparedMessage:
     """`prepared` (the turn's next generation) quoting the turn's fetched pages: it opens with a
     quote and may end with calls of `tools`; as it was when nothing was fetched to cite."""
     if not cited:
         return prepared
     plan = CitationPlan(tuple(CitableDocument.of(document) for document in cited))
-    grammar = citation_grammar(plan, call_rules(tools, parallel=parallel) if tools else ())
+    grammar = citation_grammar(
+        plan, call_rules(tools, parallel=parallel, special=special) if tools else (), special
+    )
     if grammar is None:  # nothing quotable on the pages
         return prepared
     return replace(prepared, request=replace(prepared.request, constraint=grammar), citations=plan)

@@ -244,7 +244,9 @@ class ServerToolRuntime:
 
 
 def continuation_grammar(plan: ServerToolPlan, loaded: set[str]) -> Grammar | None:
-    return response_grammar(ToolPolicy("auto", plan.callable(loaded), plan.parallel), plan.output_schema)
+    return response_grammar(
+        ToolPolicy("auto", plan.callable(loaded), plan.parallel), plan.output_schema, plan.special
+    )
 
 
 def next_generation(prepared: PreparedMessage, plan: ServerToolPlan, state: TurnState) -> PreparedMessage:
@@ -253,7 +255,7 @@ def next_generation(prepared: PreparedMessage, plan: ServerToolPlan, state: Turn
     if not state.fresh:
         return prepared
     state.fresh = False
-    return cited_generation(prepared, state.cited, plan.callable(state.loaded), plan.parallel)
+    return cited_generation(prepared, state.cited, plan.callable(state.loaded), plan.parallel, plan.special)
 
 
 def server_tool_counts(uses: Counter[str]) -> dict[str, int]:

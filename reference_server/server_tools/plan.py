@@ -28,6 +28,7 @@ class ServerToolPlan:
     # server ran it): run before generating, shown first. (tool name, result block)
     resumed: tuple[tuple[str, ServerToolResultBlock], ...] = ()
     documents: int = 0  # the request's documents: a page fetched to cite is numbered after them
+    special: frozenset[str] = frozenset()  # the call tags the model holds as one token (ModelCard)
 
     def tool(self, name: str) -> ToolDefinition | None:
         return next((tool for tool in self.tools if tool.name == name), None)

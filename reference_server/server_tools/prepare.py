@@ -75,11 +75,14 @@ def server_tool_plan(
     output_schema: Mapping[str, Any] | None,
     context_window: int,
     documents: int,
+    special: frozenset[str] = frozenset(),
 ) -> ServerToolPlan | None:
     """The plan of a turn whose model may call server tools (None: it runs no server-tool loop)."""
     if not policy.may_call or all(tool.server is None for tool in tools):
         return None
-    return ServerToolPlan(tools, loaded, policy.parallel, output_schema, context_window, documents=documents)
+    return ServerToolPlan(
+        tools, loaded, policy.parallel, output_schema, context_window, documents=documents, special=special
+    )
 
 
 async def resume_call(

@@ -10,6 +10,11 @@ and its input validates, whether or not the tool is `strict`. By `tool_choice`:
 - `none`: free text that never spells a call tag;
 - with `disable_parallel_tool_use`, exactly one call where calls are allowed.
 
+Where the model's vocabulary holds a tag as one special token (`special`: Qwen's `<tool_call>`
+is id 151657), the grammar names it as that token (llguidance's `<tool_call>` syntax): the model
+writes the token, and llguidance refuses a special token where the grammar spells text. Free
+text still never spells the tag as text, since the parser reads the decoded text.
+
 `output_config.format` (a JSON Schema) makes the text answer that JSON. JSON is written
 compactly (`, ` and `: ` separators, no free whitespace), and objects get no properties
 beyond those declared (`additionalProperties` unset is read as false when generating): small
@@ -20,26 +25,38 @@ valid against the schema as given.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reference_server.engine.base import Grammar
-from reference_server.engine.toolformat import CALL_OPEN, CALL_SEPARATOR, CALL_SUFFIX, call_prefix
+from reference_server.engine.toolformat import CALL_OPEN, CALL_SEPARATOR, CALL_SUFFIX, CALL_TAG, call_prefix
 from reference_server.protocol import PromptParams
 
 from .definitions import ToolDefinition, ToolPolicy
 
-__all__ = ["call_rules", "json_schema_grammar", "output_schema", "response_grammar"]
+__all__ = ["call_rules", "json_schema_grammar", "output_schema", "response_grammar", "spelled"]
 
 # Text that never contains the call tag: answers that are not calls cannot fake one.
 _TEXT = "TEXT: /(?s:.*)/ & ~/(?s:.*<tool_call>.*)/"
 # Text up to and including the first call tag (lazy: it ends there).
 _HEAD = "head[lazy]: /(?s:.*)<tool_call>\\n/"
+# The same where the tag is one token: text cannot run into it, so no lazy lexeme is needed.
+_HEAD_TOKEN = 'head: TEXT <tool_call> "\\n" | <tool_call> "\\n"'
 _COMPACT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 
 
 def _literal(text: str) -> str:
     return json.dumps(text)  # a Lark string literal: the same escapes as JSON
+
+
+def spelled(text: str, special: frozenset[str] = frozenset()) -> str:
+    """`text` as a Lark expression: the tags in `special` (held by the vocabulary as one special
+    token each) named as that token, the rest as string literals. Without `special`, one literal."""
+    if not special:
+        return _literal(text)
+    tags = re.compile("(" + "|".join(re.escape(tag) for tag in sorted(special, key=len, reverse=True)) + ")")
+    return " ".join(part if part in special else _literal(part) for part in tags.split(text) if part)
 
 
 def _json(schema: Mapping[str, Any]) -> str:
@@ -81,8 +98,11 @@ def json_schema_grammar(schema: Mapping[str, Any]) -> Grammar:
     return Grammar(f"start: answer\nanswer: {_json(schema)}\n")
 
 
-def response_grammar(policy: ToolPolicy, output_schema: Mapping[str, Any] | None) -> Grammar | None:
-    """What the answer may be under `policy` (and `output_config.format`); None: anything."""
+def response_grammar(
+    policy: ToolPolicy, output_schema: Mapping[str, Any] | None, special: frozenset[str] = frozenset()
+) -> Grammar | None:
+    """What the answer may be under `policy` (and `output_config.format`); None: anything.
+    `special`: the call format's tags the model's vocabulary holds as one special token."""
     rules: list[str] = []
     answer = "answer" if output_schema is not None else "TEXT"
     if output_schema is not None:
@@ -96,23 +116,27 @@ def response_grammar(policy: ToolPolicy, output_schema: Mapping[str, Any] | None
     elif policy.mode == "auto":
         # After free text the tag comes through `head`; a JSON answer is not followed by calls.
         start = (
-            f"{answer} | head calls" if output_schema is None else f"{answer} | {_literal(CALL_OPEN)} calls"
+            f"{answer} | head calls"
+            if output_schema is None
+            else f"{answer} | {spelled(CALL_OPEN, special)} calls"
         )
         if output_schema is None:
-            rules.append(_HEAD)
+            rules.append(_HEAD_TOKEN if CALL_TAG in special else _HEAD)
     else:
-        start = f"{_literal(CALL_OPEN)} calls"
+        start = f"{spelled(CALL_OPEN, special)} calls"
     if policy.may_call:
-        rules += call_rules(policy.tools, parallel=policy.parallel)
+        rules += call_rules(policy.tools, parallel=policy.parallel, special=special)
     return Grammar("\n".join([f"start: {start}", *rules]) + "\n")
 
 
-def call_rules(tools: Sequence[ToolDefinition], *, parallel: bool) -> list[str]:
+def call_rules(
+    tools: Sequence[ToolDefinition], *, parallel: bool, special: frozenset[str] = frozenset()
+) -> list[str]:
     """`calls`: one call, or calls joined by the separator; each call's text after the tag."""
-    more = f" ({_literal(CALL_SEPARATOR + CALL_OPEN)} call)*" if parallel else ""
+    more = f" ({spelled(CALL_SEPARATOR + CALL_OPEN, special)} call)*" if parallel else ""
     rules = [f"calls: call{more}", "call: " + " | ".join(f"call_{i}" for i in range(len(tools)))]
     for i, tool in enumerate(tools):
         after_tag = call_prefix(tool.name)[len(CALL_OPEN) :]
-        rules.append(f"call_{i}: {_literal(after_tag)} args_{i} {_literal(CALL_SUFFIX)}")
+        rules.append(f"call_{i}: {_literal(after_tag)} args_{i} {spelled(CALL_SUFFIX, special)}")
         rules.append(f"args_{i}: {_json(tool.input_schema)}")
     return rules

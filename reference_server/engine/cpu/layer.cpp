@@ -7,6 +7,7 @@
 //   RMS norm, q/k/v product, rotary embedding (queries scaled)  -> the new key and value are
 //   written into the cache buffers at column `length`; attention of each row over
 //   [left_padding, length]; h = x + attention @ o; out = h + down(swiglu(gate_up(norm(h)))).
+// With `biased` (qwen2), the last input is the q/k/v product's bias, added before the rotation.
 // Each product is qmm.h's (on integer input rows where asked and available), so the numbers
 // are the ones the separate primitives give.
 //
@@ -65,13 +66,14 @@ Weights weights_at(const std::vector<mx::array>& inputs, int at, Format f) {
 class DecodeLayer : public mx::Primitive {
  public:
   DecodeLayer(mx::Stream stream, std::vector<Format> formats, float eps, Heads heads, int length, bool padded,
-              int activations)
+              bool biased, int activations)
       : mx::Primitive(stream),
         formats_(std::move(formats)),
         eps_(eps),
         heads_(heads),
         length_(length),
         padded_(padded),
+        biased_(biased),
         activations_(activations) {}
 
   void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override {
@@ -90,6 +92,7 @@ class DecodeLayer : public mx::Primitive {
     const int rows = static_cast<int>(inputs[kX].size() / hidden);
     std::optional<mx::array> padding;
     if (padded_) padding = inputs[kPadding];
+    const float* qkv_bias = biased_ ? inputs.back().data<float>() : nullptr;
     encoder.dispatch([x = View(inputs[kX]), norm1 = inputs[kNorm1].data<float>(),
                       norm2 = inputs[kNorm2].data<float>(), qkv = weights_at(inputs, kQkv, formats_[0]),
                       o = weights_at(inputs, kO, formats_[1]), gate_up = weights_at(inputs, kGateUp, formats_[2]),
@@ -98,7 +101,7 @@ class DecodeLayer : public mx::Primitive {
                       positions = inputs[kPositions], keys = CacheView(inputs[kKeys]),
                       values = CacheView(inputs[kValues]), padding = std::move(padding),
                       out = outputs[0].data<float>(), rows, hidden, eps = eps_, heads = heads_, length = length_,
-                      activations = activations_]() {
+                      activations = activations_, qkv_bias]() {
       const int H = heads.heads, KV = heads.kv_heads, D = heads.dim, G = H / KV;
       // The residual stream's rows, contiguous: the output projection adds them.
       std::vector<float> residual((size_t)rows * hidden);
@@ -106,6 +109,12 @@ class DecodeLayer : public mx::Primitive {
       // Norm, q/k/v product, rotation; the new keys and values go into the cache at `length`.
       std::vector<float> y((size_t)rows * qkv.N), queries((size_t)rows * H * D), fresh(2 * (size_t)KV * D);
       quantized_product(x, Transform{norm1, eps, false, activations}, qkv, rows, nullptr, y.data());
+      if (qkv_bias != nullptr) {
+        for (int m = 0; m < rows; m++) {
+          float* row = y.data() + (size_t)m * qkv.N;
+          for (int j = 0; j < qkv.N; j++) row[j] += qkv_bias[j];
+        }
+      }
       for (int m = 0; m < rows; m++) {
         float* k = fresh.data();
         float* v = fresh.data() + (size_t)KV * D;
@@ -151,7 +160,8 @@ class DecodeLayer : public mx::Primitive {
 
   bool is_equivalent(const mx::Primitive& other) const override {
     auto* o = dynamic_cast<const DecodeLayer*>(&other);
-    if (o == nullptr || o->eps_ != eps_ || o->length_ != length_ || o->padded_ != padded_ || o->activations_ != activations_)
+    if (o == nullptr || o->eps_ != eps_ || o->length_ != length_ || o->padded_ != padded_ || o->biased_ != biased_ ||
+        o->activations_ != activations_)
       return false;
     for (size_t i = 0; i < formats_.size(); i++) {
       if (o->formats_[i].group != formats_[i].group || o->formats_[i].bits != formats_[i].bits) return false;
@@ -170,6 +180,7 @@ class DecodeLayer : public mx::Primitive {
   Heads heads_;
   int length_;
   bool padded_;
+  bool biased_;
   int activations_;
 };
 
@@ -188,10 +199,11 @@ void check_linear(const std::vector<mx::array>& inputs, int at, int group, int b
 
 std::vector<mx::array> decode_layer(const std::vector<mx::array>& arrays, const std::vector<int>& formats, float eps,
                                     int heads, int kv_heads, int dim, bool traditional, float scale, int length,
-                                    int activations) {
-  if (arrays.size() != kPadding && arrays.size() != kPadding + 1)
+                                    int activations, bool biased) {
+  const size_t base = kPadding + (biased ? 1 : 0);
+  if (arrays.size() != base && arrays.size() != base + 1)
     throw std::invalid_argument("plumbline layer: x, 2 norms, 4 x (weight, scales, biases), cos, sin, positions, "
-                                "keys, values[, left_padding]");
+                                "keys, values[, left_padding][, qkv bias]");
   if (formats.size() != 8) throw std::invalid_argument("plumbline layer: formats are 4 x (group size, bits)");
   const mx::array &x = arrays[kX], &keys = arrays[kKeys], &values = arrays[kValues];
   if (x.dtype() != mx::float32 || x.ndim() < 1) throw std::invalid_argument("plumbline layer: x must be float32");
@@ -222,7 +234,13 @@ std::vector<mx::array> decode_layer(const std::vector<mx::array>& arrays, const 
     throw std::invalid_argument("plumbline layer: keys and values must be (rows, kv_heads, capacity, dim) float32");
   if (length < 0 || length >= keys.shape(2))
     throw std::invalid_argument("plumbline layer: the cache has no room at `length`");
-  bool padded = arrays.size() == kPadding + 1;
+  bool padded = arrays.size() == base + 1;
+  if (biased) {
+    const mx::array& bias = arrays.back();
+    if (bias.dtype() != mx::float32 || bias.ndim() != 1 || bias.shape(0) != arrays[kQkv].shape(0) ||
+        !bias.flags().row_contiguous)
+      throw std::invalid_argument("plumbline layer: the qkv bias must be (q/k/v outputs,) float32, contiguous");
+  }
   if (padded) {
     const mx::array& padding = arrays[kPadding];
     if (padding.ndim() != 1 || padding.shape(0) != rows ||
@@ -235,7 +253,7 @@ std::vector<mx::array> decode_layer(const std::vector<mx::array>& arrays, const 
   Heads layout{heads, kv_heads, dim, traditional, scale};
   return mx::array::make_arrays({x.shape(), keys.shape(), values.shape()}, {mx::float32, mx::float32, mx::float32},
                                 std::make_shared<DecodeLayer>(stream, std::move(parsed), eps, layout, length, padded,
-                                                              activations),
+                                                              biased, activations),
                                 arrays);
 }
 

@@ -1,9 +1,10 @@
-"""The rebuilt llama blocks (decode.py) compute what mlx-lm's compute.
+"""The rebuilt llama and qwen2 blocks (decode.py) compute what mlx-lm's compute.
 
 The same weights are run through mlx-lm's own forward and through the fused, compiled one:
 prefill, then greedy decode steps, alone (a per-sequence KV cache) and batched (a left-padded
 batch cache), past the KV cache's 256-position growth step. Float32 on OpenBLAS and the
-quantized kernel (when it can be built) both.
+quantized kernel (when it can be built) both. qwen2 (random, visible q/k/v biases) on each path:
+a path that dropped the biases would differ from mlx-lm's qwen2.
 """
 
 from __future__ import annotations
@@ -17,19 +18,25 @@ pytestmark = pytest.mark.mlx
 PROMPTS = [[(7 * i) % 997 + 10 for i in range(250)], [(11 * i) % 991 + 20 for i in range(31)], [5, 6]]
 
 
-def pair(tokenizer: Any, precision: str, *, dense: bool = True, int8: bool = False) -> tuple[Any, Any]:
+ARCHITECTURES = ["llama", "qwen2"]
+
+
+def pair(
+    tokenizer: Any, precision: str, *, dense: bool = True, int8: bool = False, arch: str = "llama"
+) -> tuple[Any, Any]:
     """(mlx-lm's model, the rebuilt one) with the same weights at `precision`; `dense`: float32
     copies for prefill (OpenBLAS), else the kernel computes prefill too; `int8`: the kernel's
     products on int8 input rows (precision `q4-int8`, where the CPU has VNNI)."""
     import mlx.core as mx
 
     from reference_server.engine.decode import install_fast_decode
-    from reference_server.engine.gguf import random_llama
+    from reference_server.engine.gguf import random_llama, random_qwen2
     from reference_server.engine.quantized import apply_precision, use_cpu_kernel
 
     models = []
     for _ in range(2):
-        model = random_llama(seed=3, vocab_size=tokenizer.vocab_size, context_window=1024)
+        build = random_qwen2 if arch == "qwen2" else random_llama
+        model = build(seed=3, vocab_size=tokenizer.vocab_size, context_window=1024)
         apply_precision(model, precision)  # type: ignore[arg-type]
         if precision != "f32":
             from reference_server.engine.kernels import load_kernel
@@ -72,10 +79,11 @@ def decode(model: Any, batched: bool, steps: int) -> list[Any]:
     return logits
 
 
+@pytest.mark.parametrize("arch", ARCHITECTURES)
 @pytest.mark.parametrize("precision", ["f32", "q8", "q4"])
 @pytest.mark.parametrize("batched", [False, True])
 def test_rebuilt_blocks_compute_what_mlx_lm_computes(
-    smollm2_tokenizer: Any, precision: str, batched: bool
+    smollm2_tokenizer: Any, precision: str, batched: bool, arch: str
 ) -> None:
     import mlx.core as mx
 
@@ -83,7 +91,7 @@ def test_rebuilt_blocks_compute_what_mlx_lm_computes(
     # computed by MLX or by the kernel can round a value to the next int8 step, so the two would
     # differ by more than summation order. The int8 rounding is tested exactly in
     # test_kernels.py, and its effect on answers in test_quality.py.
-    reference, fast = pair(smollm2_tokenizer, precision)
+    reference, fast = pair(smollm2_tokenizer, precision, arch=arch)
     # 250 + 10 positions cross the cache's 256-position growth step.
     expected, got = decode(reference, batched, 10), decode(fast, batched, 10)
     for want, have in zip(expected, got, strict=True):
@@ -91,10 +99,11 @@ def test_rebuilt_blocks_compute_what_mlx_lm_computes(
         assert float(mx.max(mx.abs(want - have))) < 1e-3 * max(1.0, float(mx.max(mx.abs(want))))
 
 
+@pytest.mark.parametrize("arch", ARCHITECTURES)
 @pytest.mark.parametrize("int8", [False, True])
 @pytest.mark.parametrize("batched", [False, True])
 def test_the_whole_layer_step_computes_what_the_separate_operations_compute(
-    smollm2_tokenizer: Any, monkeypatch: pytest.MonkeyPatch, int8: bool, batched: bool
+    smollm2_tokenizer: Any, monkeypatch: pytest.MonkeyPatch, int8: bool, batched: bool, arch: str
 ) -> None:
     # cpu/layer.cpp (one operation a layer, the KV written in place) against the projection,
     # mlx-lm's cache update, attention and compiled rest it replaces: the same numbers, past the
@@ -104,7 +113,7 @@ def test_the_whole_layer_step_computes_what_the_separate_operations_compute(
     from reference_server.engine import decode as fast_decode
     from reference_server.engine.quantized import cpu_kernel, input_bits
 
-    _, fast = pair(smollm2_tokenizer, "q4", int8=int8)
+    _, fast = pair(smollm2_tokenizer, "q4", int8=int8, arch=arch)
     kernel = cpu_kernel()
     if int8 and not input_bits():
         pytest.skip("this CPU has no AVX-512 VNNI")

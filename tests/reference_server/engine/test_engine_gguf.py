@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from reference_server.engine.gguf import GGUFError, llama_args_from_metadata, mlx_name
+from reference_server.engine.gguf import GGUFError, mlx_name, model_args_from_metadata
 
 
 @pytest.mark.parametrize(
@@ -59,7 +59,7 @@ SMOLLM2_META = {
 
 
 def test_model_args_from_metadata() -> None:
-    args = llama_args_from_metadata(SMOLLM2_META, tied=True)
+    args = model_args_from_metadata(SMOLLM2_META, tied=True)
     assert args == {
         "model_type": "llama",
         "hidden_size": 576,
@@ -77,15 +77,35 @@ def test_model_args_from_metadata() -> None:
     }
 
 
+def test_qwen2_metadata_gives_qwen2_args() -> None:
+    # Qwen2.5-Coder-0.5B's own figures; llama.cpp keeps qwen2's rotary halves (NEOX) unpermuted.
+    meta = {
+        "general.architecture": "qwen2",
+        "qwen2.embedding_length": 896,
+        "qwen2.block_count": 24,
+        "qwen2.feed_forward_length": 4864,
+        "qwen2.attention.head_count": 14,
+        "qwen2.attention.head_count_kv": 2,
+        "qwen2.attention.layer_norm_rms_epsilon": 1e-6,
+        "qwen2.rope.freq_base": 1000000.0,
+        "qwen2.context_length": 32768,
+        "tokenizer.ggml.tokens": ["x"] * 151936,
+    }
+    args = model_args_from_metadata(meta, tied=False)
+    assert args["model_type"] == "qwen2"
+    assert args["rope_traditional"] is False
+    assert (args["vocab_size"], args["rope_theta"], args["num_key_value_heads"]) == (151936, 1e6, 2)
+
+
 def test_other_architectures_are_rejected() -> None:
-    with pytest.raises(GGUFError, match="llama-family"):
-        llama_args_from_metadata({**SMOLLM2_META, "general.architecture": "qwen2"}, tied=True)
+    with pytest.raises(GGUFError, match="'gemma3' is not supported"):
+        model_args_from_metadata({**SMOLLM2_META, "general.architecture": "gemma3"}, tied=True)
 
 
 def test_missing_metadata_is_named() -> None:
     meta = {k: v for k, v in SMOLLM2_META.items() if k != "llama.block_count"}
     with pytest.raises(GGUFError, match=r"llama\.block_count"):
-        llama_args_from_metadata(meta, tied=False)
+        model_args_from_metadata(meta, tied=False)
 
 
 def _metadata_array(value: Any) -> Any:

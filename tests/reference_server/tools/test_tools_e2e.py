@@ -205,3 +205,45 @@ def test_smollm2_calls_the_weather_tool(smollm2_url):
     assert message.stop_reason == "tool_use"
     assert_valid_calls(message, [WEATHER])
     assert "paris" in calls(message)[0].input["city"].lower()
+
+
+@pytest.fixture(scope="module")
+def qwen_url(tmp_path_factory: pytest.TempPathFactory, qwen_gguf_header: Any) -> Iterator[str]:
+    log = tmp_path_factory.mktemp("qwen") / "server.log"
+    with reference_server("tiny-random-qwen", log=log) as url:
+        yield url
+
+
+@pytest.mark.parametrize(
+    "choice",
+    [
+        {"type": "any"},
+        {"type": "tool", "name": "get_weather"},
+        {"type": "any", "disable_parallel_tool_use": True},
+    ],
+    ids=["any", "tool", "any-one"],
+)
+def test_a_qwen_vocabulary_calls_tools_in_its_own_tokens(qwen_url: str, choice: dict[str, Any]) -> None:
+    # Issue 43: with `<tool_call>` one special token (Qwen2.5's 151657), every forced call was a
+    # 500 (llguidance refused the token its own mask offered). Streamed and not, the same call.
+    with anthropic.Anthropic(
+        base_url=qwen_url, api_key="unused", default_headers=LEGACY, max_retries=0
+    ) as sdk:
+        kwargs: dict[str, Any] = {
+            "model": "tiny-random-qwen",
+            "max_tokens": 160,
+            "messages": ASK,
+            "tools": [WEATHER, TIME],
+            "tool_choice": choice,
+            "extra_body": GREEDY,
+        }
+        message = sdk.messages.create(**kwargs)
+        with sdk.messages.stream(**kwargs) as stream:
+            streamed = stream.get_final_message()
+    assert message.stop_reason == "tool_use"
+    assert calls(message)
+    assert not [b for b in message.content if b.type == "text"]
+    assert_valid_calls(message, [WEATHER, TIME])
+    if choice.get("disable_parallel_tool_use"):
+        assert len(calls(message)) == 1
+    assert [(c.name, c.input) for c in calls(streamed)] == [(c.name, c.input) for c in calls(message)]
