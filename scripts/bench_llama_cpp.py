@@ -86,13 +86,15 @@ class LlamaChild:
 
     def __init__(self, args: Any, build: str, padded_text: Any) -> None:
         from reference_server.engine.base import Turn
-        from reference_server.engine.gguf import read_gguf
-        from reference_server.engine.sources import find_smollm2_gguf
+        from reference_server.engine.gguf import read_metadata
+        from reference_server.engine.sources import resolve_model
         from reference_server.engine.tokenizer import ChatTokenizer
 
-        self.gguf = find_smollm2_gguf(fetch=False)
-        _, meta = read_gguf(self.gguf)
-        tokenizer = ChatTokenizer.from_gguf(meta)
+        source = resolve_model(args.model)  # the same GGUF as ours (SmolLM2's, or the Qwen's)
+        if source.kind != "gguf":
+            raise SystemExit(f"llama.cpp reads GGUF files: {args.model} is not one")
+        self.gguf = source.path
+        tokenizer = ChatTokenizer.from_gguf(read_metadata(self.gguf))
         spec = {
             "gguf": str(self.gguf),
             "threads": len(os.sched_getaffinity(0)),

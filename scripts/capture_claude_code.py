@@ -75,6 +75,23 @@ SCENARIOS = [
         ["-p", "Say hello."],
     ),
     Scenario(
+        "lean-read",
+        "a lean session as tests/reference_server/test_claude_code_qwen.py runs one: --bare, one tool,"
+        " a system prompt of our own (a 600-token prompt where the default is about 20,000)",
+        {"ANTHROPIC_MODEL": SONNET, "MAX_THINKING_TOKENS": "0"},
+        [
+            "-p",
+            "Read note.txt and tell me what it says",
+            "--bare",
+            "--tools",
+            "Read",
+            "--allowedTools",
+            "Read",
+            "--system-prompt",
+            "You are a coding assistant. Call Read with an absolute path.",
+        ],
+    ),
+    Scenario(
         "after-400",
         "every request refused with a 400: Claude Code retries, dropping betas one by one",
         {"ANTHROPIC_MODEL": SONNET, "MAX_THINKING_TOKENS": "0"},

@@ -84,12 +84,15 @@ def install_fast_decode(model: Any) -> bool:
         attn = layer.self_attn
         if len({"bias" in attn[name] for name in _QKV}) != 1:
             return False  # biases on some of q/k/v only
+        formats = {}
         for name, linear in (*attn.children().items(), *layer.mlp.children().items()):
             if isinstance(linear, Module) and not isinstance(linear, RoPE):
                 try:
-                    linear_parts(linear, bias=name in _QKV)
+                    formats[name] = linear_parts(linear, bias=name in _QKV)[1]
                 except TypeError:
                     return False  # e.g. quantized layers without the CPU kernel
+        if len({formats.get(n) for n in _QKV}) != 1 or formats.get("gate_proj") != formats.get("up_proj"):
+            return False  # products to fuse differ in format
     for layer in model.model.layers:
         FastLlamaBlock.convert(layer)
     model.model.rope_tables = _rope_tables(rope, int(args.max_position_embeddings or 0))

@@ -1,10 +1,14 @@
 """Llama-family models for mlx-lm (llama, qwen2): from a GGUF file, or seeded random weights for
 tests.
 
-Two readers. MLX reads GGUF itself: `mx.load(path, return_metadata=True)` gives Q4_0/Q4_1/Q8_0
-tensors as MLX affine-quantized triples (`weight`, `scales`, `biases`), and the model keeps the
-file's quantization (bits and group size read off the shapes). The files people have are mostly
-K-quants (Q4_K_M mixes Q4_K, Q5_0, Q6_K and Q8_0), which MLX cannot decode: those are read with
+Two readers, chosen by the tensor types the file's header lists (`tensor_types`). MLX reads
+GGUF itself: `mx.load(path, return_metadata=True)` gives Q4_0/Q4_1/Q8_0 tensors as MLX
+affine-quantized triples (`weight`, `scales`, `biases`), and the model keeps the file's
+quantization (bits and group size read off the shapes). The files people have are mostly
+K-quants (Q4_K_M mixes Q4_K, Q5_0, Q6_K and Q8_0), which MLX cannot decode: it refuses some
+(Q5_0: `gguf_tensor_to_f16 failed`) and, worse, returns others (Q4_K, Q6_K) as float16 values
+that are wrong (Qwen2.5-Coder-1.5B's Q4_K_M: off by up to 1.9 where weights average 0.017; the
+model wrote gibberish). Those files are read with
 the `gguf` package (llama.cpp's own Python reader) and dequantized to float32 (the file's values
 exactly), and `SOURCE_WIDTHS` in the metadata gives each layer the width it is served at under
 `--precision auto` (`requantize`, in groups of 32 for the CPU kernels): 4 bits where the file has
@@ -24,7 +28,9 @@ loads `libmlx.so` before `blas.enable_fast_blas` has run.
 from __future__ import annotations
 
 import logging
+import mmap
 import re
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +55,8 @@ SOURCE_WIDTHS = "plumbline.source_widths"
 # Source types of 4 bits or fewer per weight: requantized at 4 bits (the rest at 8).
 _FOUR_BITS = {"Q4_0", "Q4_1", "Q4_K", "Q3_K", "Q2_K", "IQ4_NL", "IQ4_XS", "IQ3_S", "IQ3_XXS", "IQ2_S"}
 _FLOAT_TYPES = {"F32", "F16", "BF16", "F64"}
+# What MLX's own reader decodes right.
+_MLX_READS = {"F32", "F16", "Q4_0", "Q4_1", "Q8_0"}
 
 _log = logging.getLogger(__name__)
 
@@ -111,11 +119,21 @@ def _read(path: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, int] | 
     import mlx.core as mx
 
     try:
+        kinds = set(tensor_types(path).values())
+    except (OSError, ValueError, struct.error) as exc:
+        raise GGUFError(f"cannot read {path} as GGUF: {exc}") from exc
+    if not kinds <= _MLX_READS:
+        _log.info(
+            "%s holds %s tensors: reading it with the gguf package",
+            path,
+            ", ".join(sorted(kinds - _MLX_READS)),
+        )
+        return _read_with_gguf(path)
+    try:
         loaded: Any = mx.load(str(path), return_metadata=True)
         tensors, raw = loaded
     except (RuntimeError, ValueError) as exc:
-        _log.info("MLX cannot read %s (%s); reading it with the gguf package", path, exc)
-        return _read_with_gguf(path)
+        raise GGUFError(f"MLX cannot read {path}: {exc}") from exc
     meta: dict[str, Any] = {}
     for key, value in raw.items():
         if isinstance(value, mx.array):
@@ -123,6 +141,55 @@ def _read(path: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, int] | 
         else:
             meta[key] = value
     return tensors, meta, None
+
+
+def tensor_types(path: Path) -> dict[str, str]:
+    """Each tensor's type name (`Q4_K`, `F32`, ...) from the file's header, the metadata skipped
+    over (GGUFReader parses all of it: 3 s for SmolLM2's, 9 s for Qwen's vocabulary)."""
+    from gguf.constants import GGUF_MAGIC, GGMLQuantizationType, GGUFValueType
+
+    sizes = {
+        GGUFValueType.UINT8: 1, GGUFValueType.INT8: 1, GGUFValueType.BOOL: 1,
+        GGUFValueType.UINT16: 2, GGUFValueType.INT16: 2,
+        GGUFValueType.UINT32: 4, GGUFValueType.INT32: 4, GGUFValueType.FLOAT32: 4,
+        GGUFValueType.UINT64: 8, GGUFValueType.INT64: 8, GGUFValueType.FLOAT64: 8,
+    }  # fmt: skip
+    with path.open("rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        magic, version, tensors, pairs = struct.unpack_from("<IIQQ", data, 0)
+        if magic != GGUF_MAGIC or version < 2:
+            raise ValueError("not a GGUF file of version 2 or later")
+        at = 24
+
+        def skip(kind: int, at: int) -> int:
+            if kind == GGUFValueType.STRING:
+                length: int = struct.unpack_from("<Q", data, at)[0]
+                return at + 8 + length
+            if kind == GGUFValueType.ARRAY:
+                inner: int
+                count: int
+                inner, count = struct.unpack_from("<IQ", data, at)
+                at += 12
+                if inner in sizes:
+                    return at + count * sizes[GGUFValueType(inner)]
+                for _ in range(count):
+                    at = skip(inner, at)
+                return at
+            return at + sizes[GGUFValueType(kind)]
+
+        for _ in range(pairs):
+            at = skip(GGUFValueType.STRING, at)  # the key
+            (kind,) = struct.unpack_from("<I", data, at)
+            at = skip(kind, at + 4)
+        types: dict[str, str] = {}
+        for _ in range(tensors):
+            (length,) = struct.unpack_from("<Q", data, at)
+            name = bytes(data[at + 8 : at + 8 + length]).decode()
+            (dims,) = struct.unpack_from("<I", data, at + 8 + length)
+            at += 8 + length + 4 + 8 * dims
+            (kind,) = struct.unpack_from("<I", data, at)
+            types[name] = GGMLQuantizationType(kind).name
+            at += 4 + 8  # the type, the data offset
+        return types
 
 
 def _read_with_gguf(path: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, int]]:
@@ -260,9 +327,21 @@ def load_gguf_model(path: Path) -> tuple[Any, dict[str, Any]]:
 
 def requantize(model: Any, bits: dict[str, int]) -> None:
     """Quantize `model`'s float layers named in `bits` (its `SOURCE_WIDTHS`) in groups of 32 at
-    their widths; float parameters (norms, biases) stay float32."""
+    their widths; float parameters (norms, biases) stay float32. The layers the engine fuses
+    into one product (decode.py: q/k/v, gate/up) take the widest width among them (Q4_K_M
+    files keep v at Q6_K beside Q4_K q and k)."""
     import mlx.core as mx
     from mlx.nn.layers.quantized import quantize
+
+    bits = dict(bits)
+    fused: dict[str, list[str]] = {}
+    for path in bits:
+        block, _, name = path.rpartition(".")
+        if name in ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj"):
+            fused.setdefault(f"{block}.{name in ('gate_proj', 'up_proj')}", []).append(path)
+    for group in fused.values():
+        widest = max(bits[path] for path in group)
+        bits.update(dict.fromkeys(group, widest))
 
     def predicate(path: str, module: Any) -> Any:
         if path not in bits or int(module.weight.shape[-1]) % 32:

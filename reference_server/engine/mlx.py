@@ -101,9 +101,10 @@ def load_engine(
 ) -> MLXEngine:
     """Load `model` and return a running engine (synchronous and slow: call it in a thread).
 
-    `model`: `smollm2-135m-instruct`, `tiny-random`, `tiny-random-vlm`, an mlx-lm or mlx-vlm (with
-    image input) model directory or a llama-family
-    `.gguf` file. `blas`: see `blas.enable_fast_blas`, which runs first, before MLX is imported.
+    `model`: `smollm2-135m-instruct`, `qwen2.5-coder-0.5b-instruct`, `tiny-random`,
+    `tiny-random-qwen`, `tiny-random-vlm`, an mlx-lm or mlx-vlm (with image input) model
+    directory or a llama or qwen2 `.gguf` file. `blas`: see `blas.enable_fast_blas`, which runs
+    first, before MLX is imported.
     `seed`: seeds tiny-random's weights and every sampled generation's own key (seeds.py).
     `context_window`: tiny-random's window (default `TINY_RANDOM_CONTEXT`); for other models a
     cap on their own (a larger value is ignored, with a warning).

@@ -6,12 +6,19 @@ a newline. `CallParser.feed` takes text as it is generated and returns pieces: f
 any partial call tag held back), a call's start once its name is known, fragments of its
 arguments' JSON as they arrive (their concatenation is exactly the arguments' JSON text), and
 its end. Nothing is buffered longer than needed to tell text from a tag.
+
+Under `auto` an answer may also open with the JSON of a call of one of its tools (`bare`),
+bare or in a ```json fence (tools/grammar.py says why): at the start of the text, what may
+still become that opening is held back, then parsed as the answer's last call.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+
+import regex
 
 from reference_server.engine.toolformat import CALL_OPEN, CALL_SEPARATOR, CALL_SUFFIX
 
@@ -42,13 +49,21 @@ Piece = TextPiece | CallStart | ArgsPiece | CallEnd
 
 _HEAD = re.compile(r'\{"name": "([^"\\]+)", "arguments": ')
 _HEAD_MAX = 200  # a name is at most 128 characters
+# A bare call's text before its arguments (the grammar's bare_open and BARE_NAME_i), whitespace
+# included: complete once the arguments' first character is in.
+_BARE_HEAD = regex.compile(
+    r'\s*(?:```(?:json)?\s*)?\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)+)"\s*,\s*"arguments"\s*:\s*(?=\S)'
+)
 
 
 class CallParser:
     """Splits one generation's text into pieces (see the module docstring)."""
 
-    def __init__(self) -> None:
-        self._state = "text"  # text | head | args | tail | between
+    def __init__(self, bare: frozenset[str] = frozenset()) -> None:
+        """`bare`: the names of the tools whose calls may come bare."""
+        self._names = bare
+        self._state = "start" if bare else "text"  # start | text | head | args | tail | between | done
+        self._bare = False  # the call is a bare one (no tags)
         self._buffer = ""
         self._depth = 0
         self._in_string = False
@@ -66,7 +81,7 @@ class CallParser:
     def flush(self) -> list[Piece]:
         """Generation ended: what is left, and the end of an unfinished call."""
         pieces: list[Piece] = []
-        if self._state in ("text", "between") and self._buffer:
+        if self._state in ("start", "text", "between") and self._buffer:
             pieces.append(TextPiece(self._buffer))
         elif self._state == "args":
             pieces.append(CallEnd(complete=False))
@@ -77,6 +92,27 @@ class CallParser:
         return pieces
 
     # Each state consumes what it can; True when it changed state and should run again.
+
+    def _start(self, pieces: list[Piece]) -> bool:
+        match = _BARE_HEAD.match(self._buffer, partial=True)
+        if match is None:
+            self._state = "text"
+            return True
+        if match.partial:
+            return False  # may still open a bare call
+        if (name := json.loads(f'"{match.group(1)}"')) not in self._names:
+            self._state = "text"  # JSON naming no tool: text
+            return True
+        pieces.append(CallStart(name))
+        self.calls += 1
+        self._buffer = self._buffer[match.end() :]
+        self._depth, self._in_string, self._escaped = 0, False, False
+        self._bare, self._state = True, "args"
+        return True
+
+    def _done(self, pieces: list[Piece]) -> bool:
+        self._buffer = ""  # after a bare call: its closing brace's whitespace and fence
+        return False
 
     def _text(self, pieces: list[Piece]) -> bool:
         found = self._buffer.find(CALL_OPEN)
@@ -134,6 +170,12 @@ class CallParser:
         return False
 
     def _tail(self, pieces: list[Piece]) -> bool:
+        if self._bare:
+            if not self._buffer.lstrip():
+                return False
+            pieces.append(CallEnd(complete=True))  # the grammar allows only the brace here
+            self._state = "done"
+            return True
         if self._buffer.startswith(CALL_SUFFIX):
             self._buffer = self._buffer[len(CALL_SUFFIX) :]
             pieces.append(CallEnd(complete=True))

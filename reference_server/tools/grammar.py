@@ -10,6 +10,13 @@ and its input validates, whether or not the tool is `strict`. By `tool_choice`:
 - `none`: free text that never spells a call tag;
 - with `disable_parallel_tool_use`, exactly one call where calls are allowed.
 
+Under `auto`, an answer that opens as the JSON of a call of one of its tools, bare or in a
+```json fence (`{"name": "N", "arguments": {...}}`), is that call, held to the tool's schema
+like any other (JSON that names no tool stays text):
+Qwen2.5-Coder was never trained on the tags and writes its calls so (its first token for "Read
+note.txt" with a Read tool: ``` 0.32, `{"` 0.27, the `<tool_call>` token below 0.001), as
+Ollama's and vLLM's users of it report. Text that opens so is no longer free text.
+
 Where the model's vocabulary holds a tag as one special token (`special`: Qwen's `<tool_call>`
 is id 151657), the grammar names it as that token (llguidance's `<tool_call>` syntax): the model
 writes the token, and llguidance refuses a special token where the grammar spells text. Free
@@ -39,6 +46,11 @@ __all__ = ["call_rules", "json_schema_grammar", "output_schema", "response_gramm
 
 # Text that never contains the call tag: answers that are not calls cannot fake one.
 _TEXT = "TEXT: /(?s:.*)/ & ~/(?s:.*<tool_call>.*)/"
+# A bare call's opening, up to its name (NAMES: a regex of the names); auto's free text never
+# starts so. Then (the opening lazy: free text cannot run past the name, so the lexer ends there)
+# the "arguments" key, the arguments, the closing brace (and fence): the answer's last call.
+_BARE_OPENING = r'\s*(```(json)?\s*)?\{\s*"name"\s*:\s*"(NAMES)"'
+_BARE_RULES = [r'BARE_ARGS: /\s*,\s*"arguments"\s*:\s*/', r"BARE_CLOSE: /\s*\}(\s*```)?/"]
 # Text up to and including the first call tag (lazy: it ends there).
 _HEAD = "head[lazy]: /(?s:.*)<tool_call>\\n/"
 # The same where the tag is one token: text cannot run into it, so no lazy lexeme is needed.
@@ -116,17 +128,35 @@ def response_grammar(
     elif policy.mode == "auto":
         # After free text the tag comes through `head`; a JSON answer is not followed by calls.
         start = (
-            f"{answer} | head calls"
+            f"{answer} | head calls | bare"
             if output_schema is None
             else f"{answer} | {spelled(CALL_OPEN, special)} calls"
         )
         if output_schema is None:
+            names = "|".join(_regex_name(tool.name) for tool in policy.tools)
+            rules[0] = f"{_TEXT} & ~/(?s:{_BARE_OPENING.replace('NAMES', names)}.*)/"
             rules.append(_HEAD_TOKEN if CALL_TAG in special else _HEAD)
+            rules += bare_rules(policy.tools)
     else:
         start = f"{spelled(CALL_OPEN, special)} calls"
     if policy.may_call:
         rules += call_rules(policy.tools, parallel=policy.parallel, special=special)
     return Grammar("\n".join([f"start: {start}", *rules]) + "\n")
+
+
+def bare_rules(tools: Sequence[ToolDefinition]) -> list[str]:
+    """`bare`: one call written as its JSON alone (see the module docstring); `args_i` are
+    `call_rules`'s."""
+    rules = ["bare: " + " | ".join(f"bare_{i}" for i in range(len(tools))), *_BARE_RULES]
+    for i, tool in enumerate(tools):
+        rules.append(f"bare_open_{i}[lazy]: /{_BARE_OPENING.replace('NAMES', _regex_name(tool.name))}/")
+        rules.append(f"bare_{i}: bare_open_{i} BARE_ARGS args_{i} BARE_CLOSE")
+    return rules
+
+
+def _regex_name(name: str) -> str:
+    # A name as JSON writes it, inside a /.../ regex.
+    return re.escape(json.dumps(name)[1:-1]).replace("/", "\\/")
 
 
 def call_rules(

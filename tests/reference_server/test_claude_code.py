@@ -185,8 +185,13 @@ def claude() -> Path:
 def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     log = tmp_path_factory.mktemp("claude-code-server") / "server.log"
     args = ["--alias", "claude-*=tiny-random", "--context-window", str(CONTEXT_WINDOW)]
-    args += ["--ping-interval", "2"]
-    with reference_server("tiny-random", log=log, args=args, api_key=API_KEY) as upstream:
+    yield from proxied_server("tiny-random", log, args)
+
+
+def proxied_server(model: str, log: Path, args: list[str]) -> Iterator[Target]:
+    """The reference server on `model` (with `args`, pings every 2 s, `API_KEY`) behind a
+    `RecordingProxy`."""
+    with reference_server(model, log=log, args=[*args, "--ping-interval", "2"], api_key=API_KEY) as upstream:
         proxy = RecordingProxy(upstream)
         port = free_port()
         config = uvicorn.Config(proxy, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
@@ -214,11 +219,19 @@ class Run:
 
 
 def run_claude(
-    claude: Path, target: Target, *, cwd: Path, home: Path, args: list[str], thinking: bool = False
+    claude: Path,
+    target: Target,
+    *,
+    cwd: Path,
+    home: Path,
+    args: list[str],
+    thinking: bool = False,
+    max_output_tokens: int | None = MAX_OUTPUT_TOKENS,
 ) -> Run:
     """`claude ARGS --output-format json` in `cwd`, offline, with nothing of the caller's
     environment but PATH: HOME (and so Claude Code's config and sessions) is `home`. With
-    `thinking`, Claude Code's default thinking is left on."""
+    `thinking`, Claude Code's default thinking is left on; `max_output_tokens` None: Claude
+    Code's own limit."""
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(home),
@@ -234,6 +247,8 @@ def run_claude(
     }
     if thinking:
         del env["MAX_THINKING_TOKENS"]
+    if max_output_tokens is None:
+        del env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"]
     command = [str(claude), *args, "--output-format", "json", "--permission-mode", "dontAsk"]
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=CLAUDE_TIMEOUT)
     try:

@@ -115,3 +115,25 @@ def test_spelled_names_each_special_tag_as_its_token() -> None:
     assert spelled("<tool_call>\n", SPECIAL) == '<tool_call> "\\n"'
     assert spelled("}\n</tool_call>", SPECIAL) == '"}\\n" </tool_call>'
     assert spelled("\n<tool_call>\n", SPECIAL) == '"\\n" <tool_call> "\\n"'
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"name": "get_weather", "arguments": {"city": "Paris"}}',
+        '```json\n{\n  "name": "get_weather",\n  "arguments": {"city": "Paris"}\n}\n```',
+        '{"name": "launch", "arguments": {"code": "4417"}}',  # names no tool: text
+    ],
+    ids=["bare", "fenced", "no-tool"],
+)
+def test_auto_lets_a_call_come_as_its_bare_json(compiler: Any, qwen_tokenizer: Any, text: str) -> None:
+    # What Qwen2.5-Coder writes instead of the tags (tools/grammar.py).
+    assert drive(compiler, qwen_tokenizer, ToolPolicy("auto", (WEATHER, TIME), True), text) == ""
+
+
+def test_a_bare_call_is_held_to_its_schema(compiler: Any, qwen_tokenizer: Any) -> None:
+    policy = ToolPolicy("auto", (WEATHER, TIME), True)
+    refused = drive(
+        compiler, qwen_tokenizer, policy, '{"name": "get_weather", "arguments": {"town": "Paris"}}'
+    )
+    assert refused.startswith("token")
