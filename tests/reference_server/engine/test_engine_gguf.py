@@ -203,3 +203,89 @@ def test_quantized_and_dequantized_smollm2_agree(smollm2_gguf: Path, smollm2_tok
     assert expanded.model.embed_tokens.weight.dtype == mx.float32
     assert int(mx.argmax(q_logits)) == int(mx.argmax(f_logits))
     assert float(mx.max(mx.abs(q_logits - f_logits))) < 0.05 * float(mx.max(mx.abs(f_logits)))
+
+
+def write_qwen2_gguf(path: Path) -> dict[str, Any]:
+    """A one-layer random qwen2 GGUF whose matrices are Q5_0 and Q8_0 (MLX reads neither Q5_0 nor
+    the K-quants); returns the values each tensor holds, as llama.cpp's reader dequantizes them."""
+    import gguf
+    import numpy as np
+    from gguf.quants import dequantize, quantize
+
+    rng = np.random.default_rng(0)
+    hidden, heads, kv_heads, ffn, vocab = 64, 4, 2, 128, 256
+    dim = hidden // heads
+    shapes = {
+        "token_embd.weight": ((vocab, hidden), "Q8_0"),
+        "output.weight": ((vocab, hidden), "Q8_0"),
+        "output_norm.weight": ((hidden,), "F32"),
+        "blk.0.attn_norm.weight": ((hidden,), "F32"),
+        "blk.0.ffn_norm.weight": ((hidden,), "F32"),
+        "blk.0.attn_q.weight": ((heads * dim, hidden), "Q5_0"),
+        "blk.0.attn_k.weight": ((kv_heads * dim, hidden), "Q5_0"),
+        "blk.0.attn_v.weight": ((kv_heads * dim, hidden), "Q8_0"),
+        "blk.0.attn_q.bias": ((heads * dim,), "F32"),
+        "blk.0.attn_k.bias": ((kv_heads * dim,), "F32"),
+        "blk.0.attn_v.bias": ((kv_heads * dim,), "F32"),
+        "blk.0.attn_output.weight": ((hidden, heads * dim), "Q4_0"),
+        "blk.0.ffn_gate.weight": ((ffn, hidden), "Q5_0"),
+        "blk.0.ffn_up.weight": ((ffn, hidden), "Q5_0"),
+        "blk.0.ffn_down.weight": ((hidden, ffn), "Q5_0"),
+    }
+    writer = gguf.GGUFWriter(str(path), "qwen2")
+    writer.add_block_count(1)
+    writer.add_context_length(512)
+    writer.add_embedding_length(hidden)
+    writer.add_feed_forward_length(ffn)
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(kv_heads)
+    writer.add_layer_norm_rms_eps(1e-6)
+    writer.add_rope_freq_base(1_000_000.0)
+    writer.add_vocab_size(vocab)
+    values: dict[str, Any] = {}
+    for name, (shape, kind) in shapes.items():
+        data = rng.standard_normal(shape).astype(np.float32) * 0.1
+        if kind == "F32":
+            writer.add_tensor(name, data)
+            values[name] = data
+        else:
+            qtype = gguf.GGMLQuantizationType[kind]
+            packed = quantize(data, qtype)
+            writer.add_tensor(name, packed, raw_shape=packed.shape, raw_dtype=qtype)
+            values[name] = dequantize(packed, qtype)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return values
+
+
+@pytest.mark.mlx
+def test_a_file_mlx_cannot_decode_is_read_with_the_gguf_package(tmp_path: Path) -> None:
+    # Issue 43: K-quant and Q5_0 files. The header's types choose the reader; the values are
+    # llama.cpp's; under `auto` each layer is quantized again at its source's width, the fused
+    # q/k/v at their widest (v is Q8_0 here).
+    import mlx.core as mx
+    import numpy as np
+
+    from reference_server.engine.gguf import SOURCE_WIDTHS, load_gguf_model, requantize, tensor_types
+
+    path = tmp_path / "tiny-qwen2.gguf"
+    values = write_qwen2_gguf(path)
+    assert tensor_types(path)["blk.0.attn_q.weight"] == "Q5_0"
+    model, meta = load_gguf_model(path)
+    assert type(model).__module__ == "mlx_lm.models.qwen2"
+    attn = model.model.layers[0].self_attn
+    assert np.array_equal(np.array(attn.q_proj.weight), values["blk.0.attn_q.weight"])
+    assert np.array_equal(np.array(attn.k_proj.bias), values["blk.0.attn_k.bias"])
+    assert np.array_equal(np.array(model.lm_head.weight), values["output.weight"])
+    widths = meta[SOURCE_WIDTHS]
+    assert widths["model.layers.0.self_attn.q_proj"] == 8  # Q5_0: more than 4 bits
+    assert widths["model.layers.0.self_attn.o_proj"] == 4  # Q4_0
+    requantize(model, widths)
+    assert {attn[name].bits for name in ("q_proj", "k_proj", "v_proj")} == {8}
+    assert attn.o_proj.bits == 4
+    assert attn.q_proj.group_size == 32
+    assert "bias" in attn.q_proj
+    logits = model(mx.array([[1, 2, 3]]))
+    assert logits.shape == (1, 3, 256)
