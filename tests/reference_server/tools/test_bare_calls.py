@@ -14,6 +14,7 @@ from reference_server.engine.scripted import ScriptedEngine
 from reference_server.tools.calls import ArgsPiece, CallEnd, CallParser, CallStart, Piece, TextPiece
 
 from ..conftest import HEADERS, make_client
+from .test_calls import summary
 
 BARE = '{"name": "get_weather", "arguments": {"city": "Paris", "note": "a } in a string"}}'
 FENCED = '```json\n{\n  "name": "get_weather",\n  "arguments": {"city": "Paris"}\n}\n```'
@@ -21,22 +22,12 @@ NAMES = frozenset({"get_weather", "get_time"})
 
 
 def parse(text: str, step: int, names: frozenset[str] = NAMES) -> list[Piece]:
-    """`text` fed `step` characters at a time, then flushed; consecutive text and argument
-    fragments joined."""
+    """`text` fed `step` characters at a time, then flushed; fragments joined (`summary`)."""
     parser = CallParser(bare=names)
     pieces: list[Piece] = []
     for at in range(0, len(text), step):
         pieces += parser.feed(text[at : at + step])
-    pieces += parser.flush()
-    joined: list[Piece] = []
-    for piece in pieces:
-        if joined and isinstance(piece, TextPiece) and isinstance(joined[-1], TextPiece):
-            joined[-1] = TextPiece(joined[-1].text + piece.text)
-        elif joined and isinstance(piece, ArgsPiece) and isinstance(joined[-1], ArgsPiece):
-            joined[-1] = ArgsPiece(joined[-1].json + piece.json)
-        else:
-            joined.append(piece)
-    return joined
+    return summary([*pieces, *parser.flush()])
 
 
 @pytest.mark.parametrize("step", [1, 3, 1000])
