@@ -96,6 +96,13 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         help="generations decoded together in one forward pass (default 16)",
     )
     parser.add_argument(
+        "--speculative",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="verify prompt-lookup drafts when one stream decodes alone (same tokens, fewer "
+        "passes over the weights where the output repeats its context; default: on)",
+    )
+    parser.add_argument(
         "--max-pending",
         type=int,
         default=_DEFAULTS.max_pending,
@@ -214,6 +221,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         max_pending=args.max_pending,
         cache_budget_mb=args.cache_budget_mb,
         cache_min_tokens=args.cache_min_tokens,
+        speculative=args.speculative,
         data_dir=args.data_dir,
         batch_concurrency=args.batch_concurrency,
         allow_private_fetch=args.allow_private_fetch,

@@ -56,6 +56,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
                 max_pending=settings.max_pending,
                 cache_budget_bytes=settings.cache_budget_mb << 20,
                 cache_min_tokens=settings.cache_min_tokens,
+                speculative=settings.speculative,
             )
             log.info("loading model %s", settings.model)
             active: Engine = await asyncio.to_thread(

@@ -52,6 +52,8 @@ class Settings:
     max_pending: int = DEFAULT_MAX_PENDING
     cache_budget_mb: int = DEFAULT_BUDGET_BYTES >> 20
     cache_min_tokens: int = DEFAULT_MIN_TOKENS
+    # Prompt-lookup speculative decoding of a lone stream (engine/speculative.py).
+    speculative: bool = True
     # Where state that must survive a restart lives (the thinking signing key, message batches);
     # None: the environment's PLUMBLINE_DATA_DIR, else the user's data directory.
     data_dir: Path | None = None

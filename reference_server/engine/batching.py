@@ -15,6 +15,11 @@ Padding positions are masked out of attention (their weight is exactly zero), so
 logits do not depend on its neighbours beyond floating-point summation order;
 `tests/reference_server/test_batching.py` proves greedy output equal to a solo run.
 
+A row decoding alone, with nothing waiting, is decoded speculatively where it repeats itself
+(speculative.py): a draft from the sequence's own tokens is verified in one pass over the
+weights (decode.py's `chain_logits`), its tokens exactly the plain steps' (a draft token the
+grammar refuses ends the draft), the rejected positions trimmed from the cache.
+
 A prompt whose prefix is held in the `PrefixCache` starts from a copy of that KV state and
 prefills only the rest; the prefix of every finished prefill is offered back to the cache.
 
@@ -31,11 +36,14 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import mlx.core as mx
+import numpy as np
 from mlx_lm.models.cache import BatchKVCache, KVCache, make_prompt_cache
 
 from .base import BACKGROUND_PRIORITY_MAX, EngineDelta
+from .decode import chain_logits, chain_ready
 from .jobs import PREFILL_CHUNK, Job, Scheduler, TokenOutput
 from .sampler import JobSampler
+from .speculative import Drafter
 from .worker import RoundRobinScheduler
 
 if TYPE_CHECKING:
@@ -84,13 +92,16 @@ class _Prefill:
 
 
 class _Row:
-    """One decoding generation: its output, sampler and grammar."""
+    """One decoding generation: its output, sampler, grammar and drafter (when speculating)."""
 
-    def __init__(self, job: Job, tokenizer: ChatTokenizer) -> None:
+    def __init__(self, job: Job, tokenizer: ChatTokenizer, *, speculative: bool) -> None:
         self.job = job
         self.output = TokenOutput(job, tokenizer)
         self.sampler = JobSampler(job.sampling, tokenizer.vocab_size, job.seed)
         self.greedy = self.sampler.greedy
+        # The sequence so far, its next input (the last token) included.
+        self.drafter = Drafter(job.prompt) if speculative else None
+        self.last = job.prompt[-1]
 
 
 class BatchScheduler:
@@ -103,14 +114,20 @@ class BatchScheduler:
         *,
         max_batch: int,
         prefix_cache: PrefixCache | None = None,
+        speculative: bool = True,
     ) -> None:
-        """Schedule generations of `model`; `prefix_cache` lends and keeps prompt KV states."""
+        """Schedule generations of `model`; `prefix_cache` lends and keeps prompt KV states;
+        `speculative`: verify prompt-lookup drafts where the model can (`chain_ready`)."""
         if max_batch < 1:
             raise ValueError("max_batch must be >= 1")
         self._model = model
         self._tokenizer = tokenizer
         self._max_batch = max_batch
         self._prefix = prefix_cache
+        self._speculative = speculative and chain_ready(model)
+        # Verifications run, draft tokens verified, draft tokens kept (the bench and tests read it).
+        self.speculation = [0, 0, 0]
+        self._eos = frozenset(tokenizer.eos_token_ids)
         self._waiting: deque[_Prefill] = deque()
         self._rows: list[_Row] = []
         self._cache: list[BatchKVCache] = []
@@ -202,9 +219,11 @@ class BatchScheduler:
             self._inputs = mx.concatenate([self._inputs, token])
         else:
             self._cache, self._inputs = merged, token
-        self._rows.append(_Row(job, self._tokenizer))
+        self._rows.append(_Row(job, self._tokenizer, speculative=self._speculative))
 
     def _decode(self) -> None:
+        if self._ahead is None and self._alone() is not None and self._speculate():
+            return
         tokens = self._ahead if self._ahead is not None else self._sample(self._inputs)
         self._ahead = None
         # One step ahead: while MLX computes this step, build the next one's graph from its
@@ -213,17 +232,85 @@ class BatchScheduler:
         # generate_step does. Only when the next step's rows are this step's rows: a grammar
         # needs the token consumed before its next mask, and a prefill joins between steps. A
         # row that ends on this token has computed one token too many, never read.
-        if LOOKAHEAD and not self._waiting and all(row.job.constraint is None for row in self._rows):
+        if (
+            LOOKAHEAD
+            and not self._waiting
+            and all(row.job.constraint is None for row in self._rows)
+            and not self._draft_likely()
+        ):
             self._ahead = self._sample(tokens)
             mx.async_eval(self._ahead)  # type: ignore[no-untyped-call]
         keep: list[int] = []
         values: list[int] = tokens.tolist()  # waits for this step only
         for i, (row, token) in enumerate(zip(self._rows, values, strict=True)):
+            row.last = token
+            if row.drafter is not None:
+                row.drafter.extend((token,))
             if not self._feed(row, token):
                 keep.append(i)
         self._inputs = tokens
         if len(keep) < len(self._rows):
             self._keep(keep)
+
+    def _alone(self) -> _Row | None:
+        """The only row, when it may decode speculatively (nothing waits to join the batch)."""
+        if len(self._rows) != 1 or self._waiting:
+            return None
+        row = self._rows[0]
+        return row if row.drafter is not None else None
+
+    def _draft_likely(self) -> bool:
+        # Whether the next step would rather verify a draft than run ahead: the sequence's
+        # suffix (as far as it is known) occurred before, and the drafter is not resting.
+        row = self._alone()
+        drafter = row.drafter if row is not None else None
+        return drafter is not None and not drafter.resting and drafter.match() is not None
+
+    def _speculate(self) -> bool:
+        """Verify a draft for the lone row; False (nothing done) when there is none."""
+        row = self._rows[0]
+        drafter = row.drafter
+        assert drafter is not None
+        # The output's room left after this step's own token.
+        draft = drafter.draft(row.job.max_tokens - row.output.count - 1)
+        draft = draft[: next((i for i, t in enumerate(draft) if t in self._eos), len(draft))]
+        constraint = row.job.constraint
+        masks = None
+        if draft and constraint is not None:
+            # The logits' width: a chain-ready model is mlx-lm's llama or qwen2 (decode.py).
+            draft, masks = constraint.draft_masks(draft, int(self._model.args.vocab_size))
+        if not draft:
+            return False
+        logits = chain_logits(self._model, mx.array([row.last, *draft], dtype=mx.uint32), self._cache)
+        if masks is not None:
+            allowed = mx.array(np.stack(masks))
+            logits = mx.where(allowed, logits, mx.array(-mx.inf, dtype=logits.dtype))
+        # Each position as `_sample` treats a lone row's logits (log-probabilities when sampled).
+        rows = [logits[j : j + 1] for j in range(logits.shape[0])]
+        if not row.greedy:
+            rows = [r - mx.logsumexp(r, axis=-1, keepdims=True) for r in rows]
+        drawn, keys = row.sampler.chain(rows)
+        values: list[int] = mx.concatenate([t.reshape(1) for t in drawn]).tolist()  # type: ignore[assignment]
+        # The model's token after the kept ones is its own: values has one more than the draft.
+        accepted = next((j for j, guess in enumerate(draft) if values[j] != guess), len(draft))
+        drafter.kept(len(draft), accepted)
+        self.speculation[0] += 1
+        self.speculation[1] += len(draft)
+        self.speculation[2] += accepted
+        if accepted < len(draft):
+            for layer in self._cache:
+                layer.trim(len(draft) - accepted)  # type: ignore[no-untyped-call]
+        if keys:
+            row.sampler.resume(keys[accepted])
+        tokens = values[: accepted + 1]
+        for token in tokens:
+            row.last = token
+            drafter.extend((token,))
+            if self._feed(row, token):
+                self._keep([])
+                return True
+        self._inputs = mx.array([row.last], dtype=mx.uint32)
+        return True
 
     def _sample(self, inputs: Any) -> Any:
         """The tokens of one decode step from each row's input token (lazy)."""
@@ -298,10 +385,13 @@ def make_scheduler(
     max_batch: int,
     prefix_cache: PrefixCache | None = None,
     batching: bool = True,
+    speculative: bool = True,
 ) -> Scheduler:
     """The worker's scheduler: continuous batching for models whose layers all use a plain KV
     cache, else (or when `batching` is off) round robin (worker.py): one sequence per step, no
     prefix reuse."""
     if batching and batchable(model):
-        return BatchScheduler(model, tokenizer, max_batch=max_batch, prefix_cache=prefix_cache)
+        return BatchScheduler(
+            model, tokenizer, max_batch=max_batch, prefix_cache=prefix_cache, speculative=speculative
+        )
     return RoundRobinScheduler(model, tokenizer)

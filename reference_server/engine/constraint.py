@@ -148,6 +148,25 @@ class Constraint:
             raise ConstraintError("the grammar allows no token here")
         return mask.view(np.bool_)
 
+    def draft_masks(self, draft: list[int], width: int) -> tuple[list[int], list[NDArray[np.bool_]]]:
+        """The longest prefix of `draft` the grammar allows (ending before a token that would
+        complete it), and the masks before each of its tokens and after the last (one more mask
+        than tokens), leaving the state as it was."""
+        masks = [self.allowed(width)]
+        kept: list[int] = []
+        for token in draft:
+            if token >= width or not masks[-1][token] or not self._matcher.consume_token(token):
+                break
+            kept.append(token)
+            if self._matcher.is_stopped():  # complete: nothing to draft past it
+                kept.pop()
+                self._matcher.rollback(1)
+                break
+            masks.append(self.allowed(width))
+        if kept:
+            self._matcher.rollback(len(kept))
+        return kept, masks[: len(kept) + 1]
+
     def consume(self, token: int) -> None:
         """Advance past the sampled `token`; `ConstraintError` if the grammar rejects it."""
         if not self._matcher.consume_token(token):

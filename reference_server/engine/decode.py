@@ -50,7 +50,7 @@ from .quantized import (
     linear_parts,
 )
 
-__all__ = ["FastLlamaBlock", "FastLlamaModel", "install_fast_decode"]
+__all__ = ["FastLlamaBlock", "FastLlamaModel", "chain_logits", "chain_ready", "install_fast_decode"]
 
 _log = logging.getLogger(__name__)
 # A linear layer's arrays, its kernel format (group size, bits; None: float), and the float32
@@ -102,6 +102,33 @@ def install_fast_decode(model: Any) -> bool:
     return True
 
 
+def chain_ready(model: Any) -> bool:
+    """True when `chain_logits` can run on `model`: its blocks are rebuilt here, every one runs
+    as one operation of the kernel (all products quantized), and the kernel is loaded."""
+    inner = getattr(model, "model", None)
+    return (
+        type(inner) is FastLlamaModel
+        and inner.rope_tables is not None
+        and cpu_kernel() is not None
+        and all(layer._fused is not None for layer in inner.layers)
+    )
+
+
+def chain_logits(model: Any, tokens: mx.array, cache: list[Any]) -> mx.array:
+    """The logits (T, vocab) after each of `tokens` (T,), consecutive tokens of the one sequence
+    in `cache` (a `KVCache` or a one-row `BatchKVCache` per layer, float32), which advances by T:
+    every position computed exactly as a decode step there computes it (cpu/layer.cpp's `chain`
+    mode), in one pass over the weights. What speculative decoding verifies drafts with; the
+    caller checks `chain_ready` first."""
+    inner: FastLlamaModel = model.model
+    inner.chain = True
+    try:
+        logits: mx.array = model(tokens[None], cache=cache)[0]
+    finally:
+        inner.chain = False
+    return logits
+
+
 def _head_dim(attn: Any) -> int:
     # qwen2's attention keeps no `head_dim`: its rotation covers the whole head.
     return int(getattr(attn, "head_dim", None) or attn.rope.dims)
@@ -149,6 +176,8 @@ class FastLlamaModel(LlamaModel):
     """`LlamaModel` whose decode steps gather the rotary tables once for all layers."""
 
     rope_tables: tuple[mx.array, mx.array, mx.array] | None
+    # Set by `chain_logits` for one call: the tokens are one sequence's next ones, not a prefill.
+    chain = False
 
     @property
     def pipeline_layers(self) -> list[Any]:
@@ -178,16 +207,23 @@ class FastLlamaModel(LlamaModel):
         return out
 
     def _angles(self, h: mx.array, cache: Any) -> _Angles | None:
-        # Only for a decode step on the caches mlx-lm batches or keeps per sequence.
-        if h.shape[1] != 1 or self.rope_tables is None or type(cache) not in (KVCache, BatchKVCache):
+        # Only for a decode step (or a chain) on the caches mlx-lm batches or keeps per sequence.
+        tokens = h.shape[1]
+        if self.rope_tables is None or type(cache) not in (KVCache, BatchKVCache):
+            return None
+        if tokens != 1 and not (self.chain and h.shape[0] == 1):
             return None
         cos, sin, pairs = self.rope_tables
         # The furthest position any row is at (a batch's rows are left-padded up to `_idx`).
         furthest = cache._idx if type(cache) is BatchKVCache else cache.offset
-        if furthest >= cos.shape[0]:
+        if furthest + tokens > cos.shape[0]:
+            if self.chain:
+                raise ValueError("a chain past the rotary tables")
             return None  # past the tables: mx.fast.rope computes it
         offset = cache.offset
         positions = offset if isinstance(offset, mx.array) else mx.array([offset])
+        if self.chain:  # one sequence's consecutive positions
+            positions = positions[:1] + mx.arange(tokens, dtype=positions.dtype)
         # (rows, 1, head_dim): broadcast over the heads of each row (the compiled float path;
         # lazy, so never computed when the kernel's projection reads the tables itself).
         rows = cos[positions][:, None, :], sin[positions][:, None, :], pairs
@@ -271,8 +307,11 @@ class FastLlamaBlock(TransformerBlock):
         if angles is None or cache is None:
             return self._prefill(x, mask, cache, config, norms, linears, bias)
         kernel = cpu_kernel()
-        if self._fused is not None and kernel is not None and _owns_room(cache):
-            return self._layer_step(x, cache, angles, kernel, config)
+        tokens = x.shape[1]
+        if self._fused is not None and kernel is not None and _owns_room(cache, tokens):
+            return self._layer_step(x, cache, angles, kernel, config, tokens)
+        if tokens != 1:
+            raise ValueError("a chain needs the kernel's whole-layer step (chain_ready)")
         before, after = _compiled(config, *formats, biased=bias is not None)
         if formats[0] is not None and kernel is not None and bias is None:
             # One operation for norm, product, rotation and layouts (cpu/projection.cpp).
@@ -301,9 +340,12 @@ class FastLlamaBlock(TransformerBlock):
         result: mx.array = after(x, out, *second)
         return result
 
-    def _layer_step(self, x: mx.array, cache: Any, angles: _Angles, kernel: Any, config: _Config) -> mx.array:
+    def _layer_step(
+        self, x: mx.array, cache: Any, angles: _Angles, kernel: Any, config: _Config, tokens: int = 1
+    ) -> mx.array:
         """The whole layer as one operation of the kernel (cpu/layer.cpp), which writes this
-        token's keys and values into the cache's spare capacity in place (`_owns_room`)."""
+        token's keys and values into the cache's spare capacity in place (`_owns_room`); with
+        `tokens` > 1, a chain of one sequence's next tokens (`chain_logits`)."""
         assert self._fused is not None
         weights, formats = self._fused
         bias = self._layout[4]
@@ -326,12 +368,13 @@ class FastLlamaBlock(TransformerBlock):
             length,
             input_bits(),
             bias is not None,
+            tokens > 1,
         )
         # A new array, as mlx-lm does: `+=` would change the positions array in place, and this
         # step's later layers read it.
-        cache.offset = cache.offset + 1
+        cache.offset = cache.offset + tokens
         if batched:
-            cache._idx += 1
+            cache._idx += tokens
         out: mx.array = h
         return out
 
@@ -406,10 +449,10 @@ def _linear(
     )
 
 
-def _owns_room(cache: Any) -> bool:
-    """Make room in `cache` (mlx-lm's `KVCache` or `BatchKVCache`, float32) for one more position
-    as its `update_and_fetch` would, and say whether the kernel may write it in place: True
-    unless the cache is empty or not float32.
+def _owns_room(cache: Any, count: int = 1) -> bool:
+    """Make room in `cache` (mlx-lm's `KVCache` or `BatchKVCache`, float32) for `count` more
+    positions as its `update_and_fetch` would, and say whether the kernel may write them in
+    place: True unless the cache is empty or not float32.
 
     In place is safe because the buffer's positions from the cache's length on are its own:
     mlx-lm allocates spare capacity only in a fresh buffer (`mx.zeros`, concatenated), and every
@@ -419,12 +462,12 @@ def _owns_room(cache: Any) -> bool:
     if keys is None or keys.dtype != mx.float32 or cache.values.dtype != mx.float32:
         return False
     length = cache._idx if type(cache) is BatchKVCache else cache.offset
-    if length < keys.shape[2]:
+    if length + count <= keys.shape[2]:
         return True
     batch, kv_heads, _, dim = keys.shape
-    if length % cache.step != 0:
+    if length != keys.shape[2]:  # a trimmed chain, or a length between steps
         cache.keys, cache.values = keys[..., :length, :], cache.values[..., :length, :]
-    room = (batch, kv_heads, cache.step, dim)
+    room = (batch, kv_heads, -(-count // cache.step) * cache.step, dim)
     cache.keys = mx.concatenate([cache.keys, mx.zeros(room, mx.float32)], axis=2)
     cache.values = mx.concatenate(
         [cache.values, mx.zeros((*room[:3], cache.values.shape[3]), mx.float32)], axis=2

@@ -88,6 +88,8 @@ class ServingLimits:
     cache_min_tokens: int = DEFAULT_MIN_TOKENS
     # False: the round-robin scheduler (one sequence per forward pass), the benchmark's "before".
     batching: bool = True
+    # Prompt-lookup drafts verified when one row decodes alone (speculative.py); False: plain.
+    speculative: bool = True
 
 
 def load_engine(
@@ -212,6 +214,15 @@ class MLXEngine:
         moved = self._moved
         scheduler = self._scheduler
         return self._submitted - moved + (len(scheduler) if scheduler is not None else 0)
+
+    @property
+    def speculation(self) -> tuple[int, int, int]:
+        """Speculative verifications run, draft tokens verified and draft tokens kept since the
+        engine started (zeros when it does not speculate)."""
+        scheduler = self._scheduler
+        inner = getattr(scheduler, "inner", scheduler)
+        counts = getattr(inner, "speculation", None) or (0, 0, 0)
+        return counts[0], counts[1], counts[2]
 
     def load(self) -> EngineLoad:
         """Generations waiting in the inbox and in the scheduler, and the prompt cache's size."""
@@ -374,6 +385,7 @@ class MLXEngine:
                 max_batch=self.limits.max_batch,
                 prefix_cache=self._prefix,
                 batching=self.limits.batching,
+                speculative=self.limits.speculative,
             )
             if loaded.images is not None:
                 from .vision_worker import VisionScheduler

@@ -53,3 +53,22 @@ class JobSampler:
             logprobs = keep(logprobs)
         self._key, token = _draw(logprobs, self._key, self._scale)
         return token
+
+    def chain(self, rows: list[Any]) -> tuple[list[Any], list[Any]]:
+        """What successive calls on `rows` (consecutive positions' (1, vocab) log-probabilities)
+        would draw, and the key after each draw, without moving this sampler's key: a
+        speculative verification keeps the first n draws with `resume(keys[n - 1])`."""
+        if self.greedy:
+            return [mx.argmax(row, axis=-1) for row in rows], []
+        key, tokens, keys = self._key, [], []
+        for logprobs in rows:
+            for keep in self._filters:
+                logprobs = keep(logprobs)
+            key, token = _draw(logprobs, key, self._scale)
+            tokens.append(token)
+            keys.append(key)
+        return tokens, keys
+
+    def resume(self, key: Any) -> None:
+        """Continue from `key`, one that `chain` returned."""
+        self._key = key

@@ -8,6 +8,9 @@
 //   written into the cache buffers at column `length`; attention of each row over
 //   [left_padding, length]; h = x + attention @ o; out = h + down(swiglu(gate_up(norm(h)))).
 // With `biased` (qwen2), the last input is the q/k/v product's bias, added before the rotation.
+// With `chain`, the rows are consecutive tokens of one sequence (a speculative draft being
+// verified, engine/speculative.py): row m is at column `length + m` of the cache's only row and
+// attends over [left_padding, length + m], each row exactly as a decode step at that position.
 // Each product is qmm.h's (on integer input rows where asked and available), so the numbers
 // are the ones the separate primitives give.
 //
@@ -66,7 +69,7 @@ Weights weights_at(const std::vector<mx::array>& inputs, int at, Format f) {
 class DecodeLayer : public mx::Primitive {
  public:
   DecodeLayer(mx::Stream stream, std::vector<Format> formats, float eps, Heads heads, int length, bool padded,
-              bool biased, int activations)
+              bool biased, int activations, bool chain)
       : mx::Primitive(stream),
         formats_(std::move(formats)),
         eps_(eps),
@@ -74,7 +77,8 @@ class DecodeLayer : public mx::Primitive {
         length_(length),
         padded_(padded),
         biased_(biased),
-        activations_(activations) {}
+        activations_(activations),
+        chain_(chain) {}
 
   void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override {
     for (int i = kNorm1; i <= kSin; i++) {
@@ -101,7 +105,7 @@ class DecodeLayer : public mx::Primitive {
                       positions = inputs[kPositions], keys = CacheView(inputs[kKeys]),
                       values = CacheView(inputs[kValues]), padding = std::move(padding),
                       out = outputs[0].data<float>(), rows, hidden, eps = eps_, heads = heads_, length = length_,
-                      activations = activations_, qkv_bias]() {
+                      activations = activations_, qkv_bias, chain = chain_]() {
       const int H = heads.heads, KV = heads.kv_heads, D = heads.dim, G = H / KV;
       // The residual stream's rows, contiguous: the output projection adds them.
       std::vector<float> residual((size_t)rows * hidden);
@@ -120,25 +124,36 @@ class DecodeLayer : public mx::Primitive {
         float* v = fresh.data() + (size_t)KV * D;
         rotate(y.data() + (size_t)m * qkv.N, heads, cos, sin, position(positions, m, table),
                queries.data() + (size_t)m * H * D, k, v);
+        // A chain's tokens share the cache's row 0, one column each.
+        const int64_t b = chain ? 0 : m, column = chain ? length + m : length;
         for (int h = 0; h < KV; h++) {
-          float* kd = const_cast<float*>(keys.data) + m * keys.stride_b + h * keys.stride_h + length * keys.stride_s;
+          float* kd = const_cast<float*>(keys.data) + b * keys.stride_b + h * keys.stride_h + column * keys.stride_s;
           float* vd =
-              const_cast<float*>(values.data) + m * values.stride_b + h * values.stride_h + length * values.stride_s;
+              const_cast<float*>(values.data) + b * values.stride_b + h * values.stride_h + column * values.stride_s;
           for (int d = 0; d < D; d++) {
             kd[d * keys.stride_d] = k[h * D + d];
             vd[d * values.stride_d] = v[h * D + d];
           }
         }
       }
-      std::vector<int> starts(rows, 0);
+      const int sequences = chain ? 1 : rows;
+      std::vector<int> starts(sequences, 0);
       if (padding) {
-        for (int b = 0; b < rows; b++) {
+        for (int b = 0; b < sequences; b++) {
           int64_t value = padding->dtype() == mx::int64 ? padding->data<int64_t>()[b] : padding->data<int32_t>()[b];
           starts[b] = static_cast<int>(std::clamp<int64_t>(value, 0, length + 1));
         }
       }
       std::vector<float> attention((size_t)rows * H * D);
-      attend(queries.data(), keys, values, starts.data(), attention.data(), rows, KV, G, D, length + 1);
+      if (chain) {
+        // Row by row, each over the cache up to its own column: a decode step's very arithmetic.
+        for (int m = 0; m < rows; m++) {
+          attend(queries.data() + (size_t)m * H * D, keys, values, starts.data(), attention.data() + (size_t)m * H * D,
+                 1, KV, G, D, length + m + 1);
+        }
+      } else {
+        attend(queries.data(), keys, values, starts.data(), attention.data(), rows, KV, G, D, length + 1);
+      }
       // h = x + attention @ o; out = h + down(swiglu(gate_up(norm(h)))).
       std::vector<float> h((size_t)rows * hidden), wide((size_t)rows * gate_up.N);
       quantized_product(View(attention.data(), rows, H * D), Transform{nullptr, 0.0f, false, activations}, o, rows,
@@ -161,7 +176,7 @@ class DecodeLayer : public mx::Primitive {
   bool is_equivalent(const mx::Primitive& other) const override {
     auto* o = dynamic_cast<const DecodeLayer*>(&other);
     if (o == nullptr || o->eps_ != eps_ || o->length_ != length_ || o->padded_ != padded_ || o->biased_ != biased_ ||
-        o->activations_ != activations_)
+        o->activations_ != activations_ || o->chain_ != chain_)
       return false;
     for (size_t i = 0; i < formats_.size(); i++) {
       if (o->formats_[i].group != formats_[i].group || o->formats_[i].bits != formats_[i].bits) return false;
@@ -182,6 +197,7 @@ class DecodeLayer : public mx::Primitive {
   bool padded_;
   bool biased_;
   int activations_;
+  bool chain_;
 };
 
 void check_linear(const std::vector<mx::array>& inputs, int at, int group, int bits, int K, const char* name) {
@@ -199,7 +215,7 @@ void check_linear(const std::vector<mx::array>& inputs, int at, int group, int b
 
 std::vector<mx::array> decode_layer(const std::vector<mx::array>& arrays, const std::vector<int>& formats, float eps,
                                     int heads, int kv_heads, int dim, bool traditional, float scale, int length,
-                                    int activations, bool biased) {
+                                    int activations, bool biased, bool chain) {
   const size_t base = kPadding + (biased ? 1 : 0);
   if (arrays.size() != base && arrays.size() != base + 1)
     throw std::invalid_argument("plumbline layer: x, 2 norms, 4 x (weight, scales, biases), cos, sin, positions, "
@@ -229,10 +245,13 @@ std::vector<mx::array> decode_layer(const std::vector<mx::array>& arrays, const 
   if (positions.ndim() != 1 || positions.shape(0) != rows ||
       (positions.dtype() != mx::int32 && positions.dtype() != mx::int64))
     throw std::invalid_argument("plumbline layer: positions must be (rows,) int32 or int64");
+  const int sequences = chain ? 1 : rows;
   if (keys.dtype() != mx::float32 || values.dtype() != mx::float32 || keys.ndim() != 4 ||
-      values.shape() != keys.shape() || keys.shape(0) != rows || keys.shape(1) != kv_heads || keys.shape(3) != dim)
-    throw std::invalid_argument("plumbline layer: keys and values must be (rows, kv_heads, capacity, dim) float32");
-  if (length < 0 || length >= keys.shape(2))
+      values.shape() != keys.shape() || keys.shape(0) != sequences || keys.shape(1) != kv_heads ||
+      keys.shape(3) != dim)
+    throw std::invalid_argument(
+        "plumbline layer: keys and values must be (rows, or 1 with chain, kv_heads, capacity, dim) float32");
+  if (length < 0 || length + (chain ? rows : 1) > keys.shape(2))
     throw std::invalid_argument("plumbline layer: the cache has no room at `length`");
   bool padded = arrays.size() == base + 1;
   if (biased) {
@@ -243,7 +262,7 @@ std::vector<mx::array> decode_layer(const std::vector<mx::array>& arrays, const 
   }
   if (padded) {
     const mx::array& padding = arrays[kPadding];
-    if (padding.ndim() != 1 || padding.shape(0) != rows ||
+    if (padding.ndim() != 1 || padding.shape(0) != sequences ||
         (padding.dtype() != mx::int32 && padding.dtype() != mx::int64))
       throw std::invalid_argument("plumbline layer: left_padding must be (rows,) int32 or int64");
   }
@@ -253,7 +272,7 @@ std::vector<mx::array> decode_layer(const std::vector<mx::array>& arrays, const 
   Heads layout{heads, kv_heads, dim, traditional, scale};
   return mx::array::make_arrays({x.shape(), keys.shape(), values.shape()}, {mx::float32, mx::float32, mx::float32},
                                 std::make_shared<DecodeLayer>(stream, std::move(parsed), eps, layout, length, padded,
-                                                              biased, activations),
+                                                              biased, activations, chain),
                                 arrays);
 }
 

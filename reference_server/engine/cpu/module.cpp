@@ -31,7 +31,7 @@ std::vector<mx::array> decode_projection(const mx::array& x, const mx::array& w,
 bool vnni_available();
 std::vector<mx::array> decode_layer(const std::vector<mx::array>& arrays, const std::vector<int>& formats, float eps,
                                     int heads, int kv_heads, int dim, bool traditional, float scale, int length,
-                                    int activations, bool biased);
+                                    int activations, bool biased, bool chain);
 }  // namespace plumbline
 
 NB_MODULE(_plumbline_cpu, m) {
@@ -51,11 +51,12 @@ NB_MODULE(_plumbline_cpu, m) {
         "[queries (B, KV, G, D) rotated and scaled, keys and values (B, KV, 1, D)] of a decode step");
   m.def("decode_layer", &plumbline::decode_layer, nb::arg("arrays"), nb::arg("formats"), nb::arg("eps"),
         nb::arg("heads"), nb::arg("kv_heads"), nb::arg("dim"), nb::arg("traditional"), nb::arg("scale"),
-        nb::arg("length"), nb::arg("activations") = 0, nb::arg("biased") = false,
+        nb::arg("length"), nb::arg("activations") = 0, nb::arg("biased") = false, nb::arg("chain") = false,
         "[h, keys, values] of a whole llama decoder layer for one token per row (layer.cpp): arrays are x, the "
         "two norm weights, (weight, scales, biases) of q/k/v, o, gate/up and down, the cos and sin tables, the "
         "rows' positions, the cache's keys and values (written at column `length`) and optionally its left "
-        "padding, then with `biased` the q/k/v product's bias; formats are (group size, bits) per product");
+        "padding, then with `biased` the q/k/v product's bias; formats are (group size, bits) per product; with "
+        "`chain` the rows are consecutive tokens of the cache's one row, at columns `length` on");
   m.def("set_threads", [](int n) { plumbline::pool().resize(n < 1 ? 1 : n); }, nb::arg("threads"));
   m.def("threads", []() { return plumbline::pool().threads(); });
   m.def("vnni", &plumbline::vnni_available, "whether integer `activations` run here (AVX-512 VNNI)");

@@ -122,11 +122,56 @@ def test_the_whole_layer_step_computes_what_the_separate_operations_compute(
     monkeypatch.setattr(kernel, "decode_layer", lambda *a, **k: calls.append(1) or layer_step(*a, **k))
     whole = decode(fast, batched, 10)
     assert len(calls) == 10 * len(fast.model.layers) * (1 if batched else len(PROMPTS))
-    monkeypatch.setattr(fast_decode, "_owns_room", lambda cache: False)
+    monkeypatch.setattr(fast_decode, "_owns_room", lambda cache, count=1: False)
     separate = decode(fast, batched, 10)
     assert len(calls) == 10 * len(fast.model.layers) * (1 if batched else len(PROMPTS))
     for a, b in zip(whole, separate, strict=True):
         assert mx.array_equal(a, b)
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+@pytest.mark.parametrize("padded", [False, True])
+def test_a_chain_computes_each_position_exactly_as_its_decode_step(
+    smollm2_tokenizer: Any, arch: str, padded: bool
+) -> None:
+    # chain_logits (what speculative decoding verifies drafts with) against one decode step
+    # per token: the same logits bit for bit, across the cache's 256-position growth step,
+    # then trimmed back two positions (rejected drafts) and chained on, as the scheduler does.
+    # `padded`: the one row left of a batch whose longer row left (left padding > 0).
+    import mlx.core as mx
+    from mlx_lm.models.cache import BatchKVCache, make_prompt_cache
+
+    from reference_server.engine.decode import chain_logits, chain_ready
+
+    _, fast = pair(smollm2_tokenizer, "q4", arch=arch)
+    assert chain_ready(fast)
+    prompt, other = PROMPTS[0], PROMPTS[1]
+    tokens = [(3 * i) % 900 + 7 for i in range(12)]
+
+    def prefilled() -> list[Any]:
+        caches = []
+        for text in (prompt, other + other * padded * 8):
+            cache = make_prompt_cache(fast)
+            fast(mx.array([text]), cache=cache)
+            mx.eval([c.state for c in cache])
+            caches.append(cache)
+        merged = [BatchKVCache.merge([a, b]) for a, b in zip(*caches, strict=True)]
+        for layer in merged:
+            layer.filter(mx.array([0]))
+        return merged
+
+    stepwise = prefilled()
+    expected = [fast(mx.array([[t]]), cache=stepwise)[0, -1] for t in tokens]
+    chained = prefilled()
+    first = chain_logits(fast, mx.array(tokens[:5]), chained)
+    for layer in chained:
+        layer.trim(2)
+    rest = chain_logits(fast, mx.array(tokens[3:]), chained)
+    got = [first[i] for i in range(3)] + [rest[i] for i in range(rest.shape[0])]
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected, strict=True):
+        assert mx.array_equal(a, b)
+    assert chained[0]._idx == stepwise[0]._idx
 
 
 def test_a_restored_prefix_is_never_written_through(smollm2_tokenizer: Any) -> None:
