@@ -435,11 +435,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds against llama.cpp")
     parser.add_argument("--with-llama-cpp", action="store_true", help="also measure llama.cpp (opt-in)")
     parser.add_argument("--skip", default="", help="comma-separated comparators not to measure (e.g. mlx_lm)")
+    parser.add_argument(
+        "--echo-tokens", type=int, default=256, help="output tokens of each speculative workload"
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "bench")
     args = parser.parse_args(argv)
     if args.quick:
-        args.max_tokens, args.prefill_tokens, args.cache_prompt_tokens = 16, 256, 1200
+        args.max_tokens, args.prefill_tokens, args.cache_prompt_tokens, args.echo_tokens = 16, 256, 1200, 48
         args.streams, args.runs, args.rounds = [1, 4], 1, 2
     from reference_server.engine.blas import enable_fast_blas
 
@@ -458,12 +461,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("round_robin", lambda: asyncio.run(bench_engine(args, batching=False, full=False))),
         ("mlx_lm", lambda: bench_mlx_lm(args)),
     ]
+    from bench_speculative import bench_served, bench_speculative
+
+    steps.append(("served", lambda: bench_served(args, args.out / "server.log")))
     if args.with_llama_cpp:
         from bench_llama_cpp import bench_llama_cpp
 
         for key, build in (("llama_cpp_avx512", "avx512"), ("llama_cpp", "avx2")):
             steps.append((key, lambda build=build: bench_llama_cpp(args, build, padded_text)))
         steps.append(("head_to_head", lambda: asyncio.run(bench_head_to_head(args))))
+        steps.append(("speculative", lambda: bench_speculative(args, padded_text, args.out / "server.log")))
     skipped = set(filter(None, args.skip.split(",")))
     for key, step in steps:
         if key in skipped:

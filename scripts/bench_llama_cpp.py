@@ -56,9 +56,14 @@ def rss():
     with open("/proc/self/status") as status:
         return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS"))
 from llama_cpp import Llama
+from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 spec = json.loads(sys.argv[1])
+texts = {**spec.get("texts", {}), "prompt": spec["prompt"], "prefill": spec["prefill"]}
 before = rss()
-llm = Llama(model_path=spec["gguf"], n_ctx=4096, n_threads=spec["threads"], n_batch=512, verbose=False)
+# With "lookup": llama-cpp-python's own prompt-lookup drafts (its draft_model).
+draft = LlamaPromptLookupDecoding(num_pred_tokens=10) if spec.get("lookup") else None
+llm = Llama(model_path=spec["gguf"], n_ctx=4096, n_threads=spec["threads"], n_batch=512, verbose=False,
+            draft_model=draft, logits_all=draft is not None)  # drafts are verified on all logits
 def run(text, max_tokens):
     tokens = llm.tokenize(text.encode(), add_bos=False, special=True)
     llm.reset()
@@ -69,14 +74,14 @@ def run(text, max_tokens):
         last = now
         if token == llm.token_eos() or n >= max_tokens:
             break
-    return {"prompt_tokens": len(tokens), "ttft_s": first - began,
+    return {"prompt_tokens": len(tokens), "ttft_s": first - began, "tokens": n,
             "decode_tok_s": (n - 1) / (last - first) if n > 1 else 0.0}
 for _ in range(2):
     run(spec["prompt"], 2)  # warm-up
 print(json.dumps({"ready": True, "rss_before": before, "rss_after": rss()}), flush=True)
 for line in sys.stdin:
     command = json.loads(line)
-    print(json.dumps(run(spec[command["text"]], command["max_tokens"])), flush=True)
+    print(json.dumps(run(texts[command["text"]], command["max_tokens"])), flush=True)
 """
 
 
@@ -84,7 +89,17 @@ class LlamaChild:
     """llama.cpp (build `build`) in a child process that stays loaded between measurements, so
     they can alternate with ours (bench.py's head-to-head)."""
 
-    def __init__(self, args: Any, build: str, padded_text: Any) -> None:
+    def __init__(
+        self,
+        args: Any,
+        build: str,
+        padded_text: Any,
+        *,
+        texts: dict[str, str] | None = None,
+        lookup: bool = False,
+    ) -> None:
+        """`texts`: more prompts by name, beside "prompt" and "prefill"; `lookup`: decode with
+        llama-cpp-python's prompt-lookup drafts."""
         from reference_server.engine.base import Turn
         from reference_server.engine.gguf import read_metadata
         from reference_server.engine.sources import resolve_model
@@ -103,6 +118,8 @@ class LlamaChild:
             "prefill": tokenizer.render(
                 (Turn("user", padded_text(tokenizer, args.prefill_tokens, "Prefill. ")),)
             ),
+            "texts": texts or {},
+            "lookup": lookup,
         }
         self.build = build
         self.process = subprocess.Popen(
@@ -122,7 +139,7 @@ class LlamaChild:
         return answer
 
     def run(self, text: str, max_tokens: int) -> dict[str, Any]:
-        """One generation of `text` ("prompt" or "prefill"), timed by the child."""
+        """One generation of `text` ("prompt", "prefill" or a name of `texts`), timed by the child."""
         assert self.process.stdin is not None
         self.process.stdin.write(json.dumps({"text": text, "max_tokens": max_tokens}) + "\n")
         self.process.stdin.flush()

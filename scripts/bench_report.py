@@ -23,17 +23,19 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             }
         )
 
-    # Issue 36: against llama.cpp AVX-512, alternating in one process pair (head_to_head): the
-    # median of the per-round ratios, and the worst round's in the comparator column.
+    # Issue 36: against llama.cpp (the AVX-512 build where the CPU has it, else AVX2), alternating
+    # in one process pair (head_to_head): the median of the per-round ratios, and the worst
+    # round's in the comparator column.
     head = results.get("head_to_head") or {}
+    build = "llama.cpp " + str(head.get("comparator", "AVX-512").removeprefix("llama.cpp ").split(" ")[0])
     for name, key, goal in (
-        ("single-stream decode / llama.cpp AVX-512 (alternating rounds, median)", "decode_ratio", 1.1),
-        ("prefill / llama.cpp AVX-512 (alternating rounds, median)", "prefill_ratio", 1.2),
-        ("aggregate decode at 8 streams / llama.cpp AVX-512 single stream (alternating)", "agg8_ratio", 3.0),
-        ("single-stream decode on int8 input rows (q4-int8) / llama.cpp AVX-512", "int8_decode_ratio", None),
+        (f"single-stream decode / {build} (alternating rounds, median)", "decode_ratio", 1.1),
+        (f"prefill / {build} (alternating rounds, median)", "prefill_ratio", 1.2),
+        (f"aggregate decode at 8 streams / {build} single stream (alternating)", "agg8_ratio", 3.0),
+        (f"single-stream decode on int8 input rows (q4-int8) / {build}", "int8_decode_ratio", None),
     ):
         if key in head:
-            row(name, head[key]["median"], goal, f"llama.cpp AVX-512; worst round {head[key]['worst']:.3f}")
+            row(name, head[key]["median"], goal, f"{build}; worst round {head[key]['worst']:.3f}")
     if "resident" in head:
         resident = head["resident"]
         row(
@@ -78,6 +80,15 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         "round robin (before batching)",
     )
     row("prefix-cache hit: cold TTFT / hit TTFT", ours["prefix_cache"]["speedup"], 5.0, "same prefix, cold")
+    speculative_rows(results, row)
+    served = results.get("served") or {}
+    if "8_vs_1" in served:
+        row(
+            "served: 8 concurrent streams / 1 stream, through HTTP, prefill included",
+            served["8_vs_1"],
+            3.0,
+            f"one served stream ({served['1']['tok_s']:.1f} tok/s)",
+        )
     rows.append(
         {
             "target": "server overhead (HTTP + protocol + SSE) vs engine alone",
@@ -88,6 +99,40 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         }
     )
     return rows
+
+
+# Issue 44's goals against llama.cpp's plain decode: the echo workloads, and all four on average.
+_ECHO_GOAL, _AVERAGE_GOAL = 1.5, 1.1
+
+
+def speculative_rows(results: dict[str, Any], row: Any) -> None:
+    """Issue 44: each workload with drafting against llama.cpp's plain decode (medians of
+    alternating rounds), the four on average, and free text against ours without drafting."""
+    spec = results.get("speculative") or {}
+    if "average_vs_llama_cpp" not in spec:
+        return
+    for name in spec["workloads"]:
+        figures = spec[name]
+        row(
+            f"speculative {name}: ours / llama.cpp plain decode",
+            figures["vs_llama_cpp"],
+            _ECHO_GOAL if name in spec["echo"] else None,
+            f"ours {figures['ours_tok_s']:.1f}, without drafts {figures['ours_plain_tok_s']:.1f}, "
+            f"llama.cpp {figures['llama_cpp_tok_s']:.1f}, "
+            f"its lookup {figures['llama_cpp_lookup_tok_s']:.1f} tok/s",
+        )
+    row(
+        "speculative: the four workloads on average / llama.cpp plain",
+        spec["average_vs_llama_cpp"],
+        _AVERAGE_GOAL,
+        spec["comparator"],
+    )
+    row(
+        "speculative free_text: ours / ours without drafting",
+        spec["free_text"]["vs_ours_plain"],
+        1.0,
+        "ours, --no-speculative",
+    )
 
 
 def print_table(results: dict[str, Any]) -> None:

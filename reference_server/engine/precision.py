@@ -10,7 +10,8 @@
   that `f32` dequantizes.
 - `q4-int8`: `q4`'s weights, and the CPU kernel's products round their input rows to int8 per
   32 values (llama.cpp's arithmetic for these files: its q8_1 activations), where the CPU has
-  AVX-512 VNNI (else as `q4`). About 10% faster a decode step here, and the answers change:
+  AVX-512 VNNI, or AVX2 for the 4-bit products (else as `q4`). About 10% faster a decode step
+  here, and the answers change:
   SmolLM2 answers "What is the capital of France?" with a loop of French words, as llama.cpp
   does, where float input rows (and float32) answer "Paris". Opt-in for that reason.
 - `auto`: `q4` for real text models on the CPU when the quantized kernel (kernels.py) is

@@ -107,7 +107,7 @@ def input_bits() -> int:
 
 
 def set_input_bits(bits: int) -> int:
-    """Switch the installed kernel's input rows to `bits` (8 where the CPU has VNNI, else 0) and
+    """Switch the installed kernel's input rows to `bits` (8 where the kernel has int8 products, else 0) and
     return what was in force: bench.py measures both on one loaded model between requests."""
     global _activations
     before = _activations
@@ -120,14 +120,14 @@ def use_cpu_kernel(model: Module, kernel: ModuleType, *, dense: bool = True, act
     many layers now use it. `dense`: keep float32 copies of the linear layers for prefill (on
     OpenBLAS; the server no longer does, loading.py says why); without them the kernel
     computes prefill too.
-    `activations` 8 (where the CPU has AVX-512 VNNI, else 0): the kernel rounds each 32 input
-    values to int8 with a scale of their own and multiplies in integers, as llama.cpp does
+    `activations` 8 (where the CPU has AVX-512 VNNI, or AVX2 for 4-bit weights; else 0): the
+    kernel rounds each 32 input values to int8 with a scale of their own and multiplies in integers, as llama.cpp does
     (cpu/qmm_int8.cpp); 0: it multiplies the float input by the weights widened to float."""
     global _kernel, _activations
     _kernel = kernel
     _activations = activations if activations == 8 and kernel.vnni() else 0
     if activations and not _activations:
-        _log.warning("integer input rows need AVX-512 VNNI, which this CPU lacks; multiplying floats")
+        _log.warning("integer input rows need AVX-512 VNNI or AVX2, which this CPU lacks; multiplying floats")
     count = 0
     for _, module in _modules(model):
         swapped: type[Module] | None = None

@@ -69,3 +69,39 @@ def test_targets_compare_against_the_named_comparators(report: Any) -> None:
     without = {row["target"]: row["met"] for row in targets({"ours": ours})}
     assert without["prefill / llama.cpp AVX-512 prefill"] is None
     assert without["single-stream decode / round-robin scheduler's"] is None
+
+
+def test_speculative_and_served_rows_judge_their_goals(report: Any) -> None:
+    ours = {"decode_tok_s": 10.0, "prefill_tok_s": 300.0, "aggregate": {}, "prefix_cache": {"speedup": 6.0}}
+    ours["overhead"] = {"overhead": 0.0}
+
+    def workload(tok_s: float, plain: float, llama: float) -> dict[str, float]:
+        return {
+            "ours_tok_s": tok_s,
+            "ours_plain_tok_s": plain,
+            "llama_cpp_tok_s": llama,
+            "llama_cpp_lookup_tok_s": llama,
+            "vs_llama_cpp": tok_s / llama,
+            "vs_ours_plain": tok_s / plain,
+        }
+
+    spec = {
+        "workloads": ["free_text", "tool_quote", "edit_echo", "structured"],
+        "echo": ["tool_quote", "edit_echo"],
+        "comparator": "llama.cpp avx2",
+        "free_text": workload(39.0, 40.0, 40.0),
+        "tool_quote": workload(80.0, 40.0, 40.0),
+        "edit_echo": workload(50.0, 40.0, 40.0),
+        "structured": workload(44.0, 40.0, 40.0),
+    }
+    spec["average_vs_llama_cpp"] = (0.975 + 2.0 + 1.25 + 1.1) / 4
+    served = {"1": {"tok_s": 30.0}, "8": {"tok_s": 95.0}, "8_vs_1": 95.0 / 30.0}
+    rows = {
+        row["target"]: row for row in report.targets({"ours": ours, "speculative": spec, "served": served})
+    }
+    assert rows["speculative tool_quote: ours / llama.cpp plain decode"]["met"] is True
+    assert rows["speculative edit_echo: ours / llama.cpp plain decode"]["met"] is False  # 1.25 < 1.5
+    assert rows["speculative structured: ours / llama.cpp plain decode"]["met"] is None  # no goal of its own
+    assert rows["speculative: the four workloads on average / llama.cpp plain"]["met"] is True
+    assert rows["speculative free_text: ours / ours without drafting"]["met"] is False  # slower: fails
+    assert rows["served: 8 concurrent streams / 1 stream, through HTTP, prefill included"]["met"] is True

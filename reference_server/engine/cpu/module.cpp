@@ -29,6 +29,7 @@ std::vector<mx::array> decode_projection(const mx::array& x, const mx::array& w,
                                          const mx::array& positions, int heads, int kv_heads, int dim,
                                          bool traditional, float scale, int activations);
 bool vnni_available();
+bool int8_eight_bit();
 std::vector<mx::array> decode_layer(const std::vector<mx::array>& arrays, const std::vector<int>& formats, float eps,
                                     int heads, int kv_heads, int dim, bool traditional, float scale, int length,
                                     int activations, bool biased, bool chain);
@@ -59,6 +60,9 @@ NB_MODULE(_plumbline_cpu, m) {
         "`chain` the rows are consecutive tokens of the cache's one row, at columns `length` on");
   m.def("set_threads", [](int n) { plumbline::pool().resize(n < 1 ? 1 : n); }, nb::arg("threads"));
   m.def("threads", []() { return plumbline::pool().threads(); });
-  m.def("vnni", &plumbline::vnni_available, "whether integer `activations` run here (AVX-512 VNNI)");
+  m.def("vnni", &plumbline::vnni_available,
+        "whether integer `activations` run here (AVX-512 VNNI, or AVX2 for 4-bit weights)");
+  m.def("int8_eight_bit", &plumbline::int8_eight_bit,
+        "whether 8-bit weights take int8 activations too (VNNI; AVX2 keeps them in float)");
   m.def("isa", []() { return plumbline::detect() == plumbline::Isa::avx512 ? "avx512" : "avx2"; });
 }

@@ -71,6 +71,7 @@ struct Weights {
 // lacks AVX-512 VNNI or the group size is not 32, 64 or 128.
 bool integer_product(const View& x, const Transform& t, const Weights& w, int M, const float* residual, float* out);
 bool vnni_available();
+bool int8_eight_bit();
 
 void quantized_product(const View& x, const Transform& t, const Weights& w, int M, const float* residual,
                        float* out);
