@@ -121,8 +121,9 @@ def use_cpu_kernel(model: Module, kernel: ModuleType, *, dense: bool = True, act
     OpenBLAS; the server no longer does, loading.py says why); without them the kernel
     computes prefill too.
     `activations` 8 (where the CPU has AVX-512 VNNI, or AVX2 for 4-bit weights; else 0): the
-    kernel rounds each 32 input values to int8 with a scale of their own and multiplies in integers, as llama.cpp does
-    (cpu/qmm_int8.cpp); 0: it multiplies the float input by the weights widened to float."""
+    kernel rounds each 32 input values to int8 with a scale of their own and multiplies in
+    integers, as llama.cpp does (cpu/qmm_int8.cpp); 0: it multiplies the float input by the
+    weights widened to float."""
     global _kernel, _activations
     _kernel = kernel
     _activations = activations if activations == 8 and kernel.vnni() else 0
