@@ -62,11 +62,11 @@ _TOPICS = ("harbour", "lighthouse", "ferry", "storm", "tide", "beacon", "pier", 
 
 
 def document(lines: int) -> str:
-    """A plain report of `lines` numbered lines (about 17 tokens each)."""
-    return "\n".join(
-        f"{i}. The {_TOPICS[i % 8]} log for day {i} records {i * 7 % 31} ships and {i * 3 % 11} repairs."
-        for i in range(1, lines + 1)
+    """A ship log as CSV, `lines` rows (about 14 tokens each): text a small model copies."""
+    rows = (
+        f"{i},{_TOPICS[i % 8]},day {i},{i * 7 % 31} ships,{i * 3 % 11} repairs" for i in range(1, lines + 1)
     )
+    return "id,place,day,ships,repairs\n" + "\n".join(rows)
 
 
 def source_file(functions: int) -> str:
@@ -98,8 +98,8 @@ def workloads(quick: bool, max_tokens: int) -> dict[str, dict[str, Any]]:
             "tools": [SAVE_TOOL],
             "tool_choice": {"type": "tool", "name": "save_document"},
             "messages": message(
-                "Save the document below with save_document, its text copied exactly.\n\n"
-                + document(120 // scale)
+                "Call save_document with `text` set to this CSV document, every line copied exactly:\n\n"
+                + document(140 // scale)
             ),
         },
         "edit_echo": {
@@ -247,13 +247,25 @@ def bench_speculative(args: Any, padded_text: Callable[..., str], log: Path) -> 
 def served_prompt(n: int, tokens: int) -> str:
     """A prompt of its own for stream `n` (distinct from the first token: no prefix reuse)."""
     return f"Stream {n}: " + " ".join(
-        f"Describe {_TOPICS[(n + i) % 8]} number {i}." for i in range(tokens // 6)
+        f"Describe {_TOPICS[(n + i) % 8]} number {i}." for i in range(max(1, tokens // 6))
     )
+
+
+# Prompt sizes of the served aggregate: the bench's prompt, and a short one (about 24 tokens of
+# text) where decode, not prefill, is most of the work: the two apart say what prefill costs.
+def served_sizes(args: Any) -> dict[str, int]:
+    return {"prompt": args.prompt_tokens, "short": 24}
 
 
 def bench_served(args: Any, log: Path) -> dict[str, Any]:
     """N concurrent streams through the server (prompts of their own, prefill included) against
-    one, `args.rounds` times, alternating: tokens over wall time; medians."""
+    one, `args.rounds` times, alternating, for each of `served_sizes`: tokens over wall time;
+    medians. Also, per stream count, the sum of the streams' own decode rates after their first
+    token (what the engine bench's window measures, without prefill)."""
+    return {size: _served(args, log, tokens) for size, tokens in served_sizes(args).items()}
+
+
+def _served(args: Any, log: Path, prompt_tokens: int) -> dict[str, Any]:
     import httpx
 
     from conformance.wire.launcher import reference_server
@@ -269,7 +281,7 @@ def bench_served(args: Any, log: Path) -> dict[str, Any]:
             bodies = []
             for _ in range(streams):
                 serial += 1
-                text = served_prompt(serial, args.prompt_tokens)
+                text = served_prompt(serial, prompt_tokens)
                 bodies.append(
                     {
                         "model": args.model,
@@ -292,7 +304,7 @@ def bench_served(args: Any, log: Path) -> dict[str, Any]:
             print(f"  {time.strftime('%H:%M:%S')} served round {n + 1} of {args.rounds}", flush=True)
             for streams in counts if n % 2 == 0 else reversed(counts):
                 asyncio.run(once(url, streams))
-    out: dict[str, Any] = {"max_tokens": args.max_tokens, "prompt_tokens_about": args.prompt_tokens}
+    out: dict[str, Any] = {"max_tokens": args.max_tokens, "prompt_tokens_about": prompt_tokens}
     for streams in counts:
         out[str(streams)] = {
             "tok_s": statistics.median(rates[streams]),

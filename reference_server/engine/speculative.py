@@ -42,7 +42,9 @@ class Drafter:
         # before the sequence's last token (the sequence's own suffix is never its match).
         self._index: dict[tuple[int, ...], int] = {}
         self._max_draft = max_draft
-        self._length = max_draft  # the next draft's length, grown and shrunk by `kept`
+        # The next draft's length, grown and shrunk by `kept`: half the longest to begin with,
+        # since a verified position that is not kept costs about half a decode step here.
+        self._length = max(1, max_draft // 2)
         self._rest = 0  # tokens to wait before drafting again
         self._misses = 0  # drafts in a row that kept nothing
         self.extend(tokens)

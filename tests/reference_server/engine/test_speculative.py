@@ -23,8 +23,9 @@ def test_a_draft_continues_the_latest_earlier_occurrence() -> None:
     # [1, 2, 3, 4] occurred twice before: the later one is followed by 6, 7, 8.
     assert drafter.draft(3) == [6, 7, 8]
     # Past the sequence's end, the draft repeats the loop the match implies.
+    drafter.kept(4, 4)  # the first draft is half the longest; all kept, the longest
     assert drafter.draft(100) == [6, 7, 8, 1, 2, 3, 4, 6]
-    assert Drafter([5, 1, 2, 3, 1, 2, 3]).draft(5) == [1, 2, 3, 1, 2]
+    assert Drafter([5, 1, 2, 3, 1, 2, 3]).draft(3) == [1, 2, 3]
     assert Drafter([1, 2, 3, 4, 5]).draft(4) == []  # the suffix is its own only occurrence
 
 
@@ -35,6 +36,8 @@ def test_a_three_token_suffix_matches_when_four_do_not() -> None:
 
 def test_a_miss_rests_the_drafter_longer_each_time_and_a_hit_grows_the_draft() -> None:
     drafter = Drafter([1, 2, 3, 4] * 10)
+    assert len(drafter.draft(100)) == MAX_DRAFT // 2  # half the longest to begin with
+    drafter.kept(MAX_DRAFT // 2, MAX_DRAFT // 2)  # all kept: the longest next
     assert len(drafter.draft(100)) == MAX_DRAFT
     drafter.kept(MAX_DRAFT, 0)
     assert drafter.resting
