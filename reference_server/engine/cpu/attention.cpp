@@ -45,6 +45,7 @@ struct Problem {
   const int* starts;  // per row: the first position it attends to
   float* out;
   int B, KV, G, D, length;
+  const int* lengths;  // per row: the end of its positions, or null (`length` for every row)
 };
 
 __attribute__((target("avx512f,avx512dq,fma"))) float dot_avx512(const float* a, const float* b, int D) {
@@ -75,6 +76,30 @@ void softmax_rows(float* scores, int rows, int count) {
     float inverse = 1.0f / total;
     for (int s = 0; s < count; s++) row[s] *= inverse;
   }
+}
+
+__attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* b, int D) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int d = 0;
+  for (; d + 16 <= D; d += 16) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + d), _mm256_loadu_ps(b + d), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + d + 8), _mm256_loadu_ps(b + d + 8), acc1);
+  }
+  for (; d + 8 <= D; d += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + d), _mm256_loadu_ps(b + d), acc0);
+  __m256 v = _mm256_add_ps(acc0, acc1);
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  float sum = _mm_cvtss_f32(s);
+  for (; d < D; d++) sum += a[d] * b[d];
+  return sum;
+}
+
+__attribute__((target("avx2,fma"))) void axpy_avx2(float w, const float* x, float* y, int D) {
+  __m256 wv = _mm256_set1_ps(w);
+  int d = 0;
+  for (; d + 8 <= D; d += 8) _mm256_storeu_ps(y + d, _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + d), _mm256_loadu_ps(y + d)));
+  for (; d < D; d++) y[d] += w * x[d];
 }
 
 float dot_plain(const float* a, const float* b, int D) {
@@ -133,10 +158,11 @@ __attribute__((target("avx512f,avx512dq,fma"))) void attend_64(const Problem& p,
 void attend_chunk(const void* context, int chunk) {
   const Problem& p = *static_cast<const Problem*>(context);
   int b = chunk / p.KV, h = chunk % p.KV;
-  int start = p.starts[b], count = p.length - start;
+  int start = p.starts[b], count = (p.lengths != nullptr ? p.lengths[b] : p.length) - start;
   bool wide = detect() == Isa::avx512;
-  auto dot = wide ? dot_avx512 : dot_plain;
-  auto axpy = wide ? axpy_avx512 : axpy_plain;
+  // AVX2 otherwise: the kernels are built only for CPUs with one of the two (kernels.py).
+  auto dot = wide ? dot_avx512 : dot_avx2;
+  auto axpy = wide ? axpy_avx512 : axpy_avx2;
   std::vector<float> scores((size_t)std::max(count, 0) * p.G), scratch(p.D);
   const float* q = p.queries + ((size_t)b * p.KV + h) * p.G * p.D;
   float* out = p.out + ((size_t)b * p.KV + h) * p.G * p.D;
@@ -227,8 +253,8 @@ class DecodeAttention : public mx::UnaryPrimitive {
 }  // namespace
 
 void attend(const float* queries, const CacheView& keys, const CacheView& values, const int* starts, float* out,
-            int B, int KV, int G, int D, int length) {
-  Problem p{queries, keys, values, starts, out, B, KV, G, D, length};
+            int B, int KV, int G, int D, int length, const int* lengths) {
+  Problem p{queries, keys, values, starts, out, B, KV, G, D, length, lengths};
   pool().run(B * KV, attend_chunk, &p);
 }
 

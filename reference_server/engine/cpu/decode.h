@@ -26,9 +26,10 @@ struct CacheView {
 };
 
 // softmax(q k^T) v for one query position per row: queries (B, KV, G, D) contiguous, already
-// scaled; row b attends to positions [starts[b], length); out (B, KV, G, D). Over the pool.
+// scaled; row b attends to positions [starts[b], length) (or [starts[b], lengths[b]) where
+// `lengths` is given); out (B, KV, G, D). Over the pool.
 void attend(const float* queries, const CacheView& keys, const CacheView& values, const int* starts, float* out,
-            int B, int KV, int G, int D, int length);
+            int B, int KV, int G, int D, int length, const int* lengths = nullptr);
 
 // The attention heads of a llama layer and their rotary embedding.
 struct Heads {

@@ -146,11 +146,14 @@ class DecodeLayer : public mx::Primitive {
       }
       std::vector<float> attention((size_t)rows * H * D);
       if (chain) {
-        // Row by row, each over the cache up to its own column: a decode step's very arithmetic.
-        for (int m = 0; m < rows; m++) {
-          attend(queries.data() + (size_t)m * H * D, keys, values, starts.data(), attention.data() + (size_t)m * H * D,
-                 1, KV, G, D, length + m + 1);
-        }
+        // Each row over the cache's one row up to its own column (a decode step's very
+        // arithmetic), all in one pass over the pool: the views' row stride is 0.
+        CacheView one_keys = keys, one_values = values;
+        one_keys.stride_b = one_values.stride_b = 0;
+        std::vector<int> row_starts(rows, starts[0]), row_lengths(rows);
+        for (int m = 0; m < rows; m++) row_lengths[m] = length + m + 1;
+        attend(queries.data(), one_keys, one_values, row_starts.data(), attention.data(), rows, KV, G, D, length + 1,
+               row_lengths.data());
       } else {
         attend(queries.data(), keys, values, starts.data(), attention.data(), rows, KV, G, D, length + 1);
       }
