@@ -173,12 +173,15 @@ class PromptUsage:
 @dataclass(frozen=True, slots=True)
 class EngineLoad:
     """What an engine holds now, for /metrics: generations waiting to start, generations being
-    decoded (the batch), and the prompt cache's entries and bytes."""
+    decoded (the batch), the prompt cache's entries and bytes, and since it started, the draft
+    tokens speculative decoding verified and kept."""
 
     queued: int
     running: int
     cache_entries: int = 0
     cache_bytes: int = 0
+    drafted: int = 0
+    kept: int = 0
 
 
 class Generation(Protocol):

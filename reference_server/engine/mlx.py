@@ -229,11 +229,14 @@ class MLXEngine:
         moved = self._moved  # read first, as in active_requests
         scheduler = self._scheduler
         cache = self._prefix
+        _, drafted, kept = self.speculation
         return EngineLoad(
             queued=max(self._submitted - moved, 0),
             running=len(scheduler) if scheduler is not None else 0,
             cache_entries=len(cache) if cache is not None else 0,
             cache_bytes=cache.nbytes if cache is not None else 0,
+            drafted=drafted,
+            kept=kept,
         )
 
     def models(self) -> Sequence[ModelCard]:

@@ -67,6 +67,16 @@ class ServingMetrics:
                 ("plumbline_batch_size", "Generations being decoded together", "running"),
                 ("plumbline_prompt_cache_entries", "Prompt prefixes held in the cache", "cache_entries"),
                 ("plumbline_prompt_cache_bytes", "Bytes of KV state the prompt cache holds", "cache_bytes"),
+                (
+                    "plumbline_speculative_drafted_tokens",
+                    "Draft tokens speculative decoding verified since the engine started",
+                    "drafted",
+                ),
+                (
+                    "plumbline_speculative_kept_tokens",
+                    "Draft tokens the model's own choice agreed with, kept, since the engine started",
+                    "kept",
+                ),
             )
             for name, documentation, attribute in gauges:
                 Gauge(name, documentation, registry=r).set_function(_reader(load, attribute))

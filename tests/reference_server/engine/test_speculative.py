@@ -116,6 +116,9 @@ def test_an_echo_is_mostly_drafted(engines: tuple[Any, Any]) -> None:
     assert got == want
     assert "person3,23,City3" in got[0]
     assert accepted >= got[1] // 2  # at least half the answer came from drafts
+    load = engines[0].load()  # what /metrics shows
+    assert load.kept >= accepted
+    assert load.drafted >= load.kept
     assert runs < got[1] // 4  # in a few passes
 
 

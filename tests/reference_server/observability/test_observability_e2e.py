@@ -71,6 +71,11 @@ def test_metrics_and_json_logs_of_real_generations(served: tuple[str, Path]) -> 
     assert value(page, "plumbline_batch_size") == 0
     assert value(page, "plumbline_prompt_cache_entries") >= 1
     assert value(page, "plumbline_prompt_cache_bytes") > 0
+    # What speculative decoding verified and kept (a page that never changes: zeros on tiny-random's
+    # float32, which does not draft; test_speculative.py checks the counts where it does).
+    assert value(page, "plumbline_speculative_drafted_tokens") >= value(
+        page, "plumbline_speculative_kept_tokens"
+    )
     assert (
         value(page, "plumbline_http_requests_total", route="/v1/messages", method="POST", status="200") == 2
     )
