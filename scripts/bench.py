@@ -480,6 +480,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         results[key] = step()
         results[key]["measured_in_s"] = round(time.perf_counter() - began, 1)
         print(f"measured {key} in {results[key]['measured_in_s']} s", flush=True)
+        # Kept as measured so far: a late failure loses nothing already measured.
+        (args.out / "bench.partial.json").write_text(json.dumps(results, indent=2, default=float) + "\n")
     from bench_report import chart, print_table, targets
 
     results["targets"] = targets(results)

@@ -82,7 +82,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     row("prefix-cache hit: cold TTFT / hit TTFT", ours["prefix_cache"]["speedup"], 5.0, "same prefix, cold")
     speculative_rows(results, row)
     for size, served in (results.get("served") or {}).items():
-        if "8_vs_1" in served:
+        if isinstance(served, dict) and "8_vs_1" in served:
             row(
                 f"served: 8 streams / 1 stream over HTTP, prefill included ({size} prompts)",
                 served["8_vs_1"],
