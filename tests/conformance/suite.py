@@ -1,15 +1,16 @@
-"""Run the whole conformance suite as a user would (`python -m conformance`) and read its
-index.json: shared by the fault proofs, the structural sweep and the end-to-end checks."""
+"""Run the whole conformance suite as a user would (`python -m conformance`, forked from a warm
+interpreter: warm_runs.py) and read its index.json: shared by the fault proofs, the structural
+sweep and the end-to-end checks."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from . import warm_runs
 
 API_KEY = "plumbline-proof-key"
 SCRIPTED_PROFILE = 'name = "scripted"\ndeterministic = true\n'
@@ -34,21 +35,21 @@ def run_suite(
     timeout: float = 900,
 ) -> tuple[int, dict[str, Any], str]:
     """(exit code, index.json, console output) of one run against `url`."""
-    command = [sys.executable, "-m", "conformance", "--target", url, "--model", model]
+    args = ["--target", url, "--model", model]
     # One process unless a test asks for workers: on a two-core machine that also runs the
     # target, the harness's own work is what workers would share (test_jobs.py judges --jobs).
     jobs = [] if "--jobs" in extra else ["--jobs", "1"]
-    command += ["--report-dir", str(report_dir), "--seed", "1", *jobs, *extra]
+    args += ["--report-dir", str(report_dir), "--seed", "1", *jobs, *extra]
     if api_key:
-        command += ["--api-key", api_key]
+        args += ["--api-key", api_key]
     if profile is not None:
-        command += ["--profile", str(profile)]
+        args += ["--profile", str(profile)]
     env = {**os.environ, "PLUMBLINE_HYPOTHESIS_PROFILE": "ci"}
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, check=False)
-    output = done.stdout + done.stderr
+    code, stdout, stderr = warm_runs.run(args, env, timeout=timeout)  # python -m conformance ARGS
+    output = stdout + stderr
     indexes = sorted(report_dir.glob("*/*/index.json"), key=lambda p: p.stat().st_mtime)
     assert indexes, f"no report written:\n{output[-6000:]}"
-    return done.returncode, json.loads(indexes[-1].read_text()), output
+    return code, json.loads(indexes[-1].read_text()), output
 
 
 def selecting(pids: Sequence[str]) -> list[str]:
