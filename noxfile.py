@@ -48,7 +48,10 @@ def tests(session: nox.Session) -> None:
     # Two workers (pytest-xdist): most tests wait on a server or a subprocess; the tests that
     # share the session's whole-catalogue runs stay on one worker (xdist_group "catalogue").
     workers = ["-n", os.environ.get("PLUMBLINE_TEST_WORKERS", "2"), "--dist", "loadgroup"]
-    session.run("pytest", "-m", "not deep", *workers, *(session.posargs or ["tests"]), env=TEST_ENV)
+    # The 25 slowest setups and calls, printed at the end of every run: the whole session must
+    # stay under 10 minutes on CI's two cores (issue 44), and this says where the time went.
+    slowest = ["--durations=25"]
+    session.run("pytest", "-m", "not deep", *workers, *slowest, *(session.posargs or ["tests"]), env=TEST_ENV)
 
 
 @nox.session(default=False)
