@@ -12,6 +12,8 @@ server (tiny-random) behind the fault proxy.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from typing import Any
 
@@ -53,7 +55,9 @@ def test_every_broken_sub_case_is_on_the_console(tiny_random_url, proof_profile,
 class IgnoresMaxTokens:
     """A server that generates as much as it likes (2000 tokens, whatever was asked), and streams
     as it goes: an ASGI proxy that rewrites max_tokens and relays every chunk as it comes (the
-    fault proxy holds a whole answer before sending it)."""
+    fault proxy holds a whole answer before sending it). When the suite hangs up (its --timeout,
+    or enough text read), the proxy hangs up on the server too, which then stops generating, as
+    the server it stands for would: the rest of the 2000 tokens is not computed for nobody."""
 
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream
@@ -62,6 +66,15 @@ class IgnoresMaxTokens:
         if scope["type"] != "http":
             return
         body = await read_body(receive)
+        relay = asyncio.ensure_future(self.relay(scope, body, send))
+        hung_up = asyncio.ensure_future(receive())  # http.disconnect, once the client goes
+        await asyncio.wait({relay, hung_up}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (relay, hung_up):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def relay(self, scope: dict[str, Any], body: bytes, send: Any) -> None:
         data = json.loads(body) if body else None
         if isinstance(data, dict) and "max_tokens" in data:
             body = json.dumps({**data, "max_tokens": 2000}).encode()
