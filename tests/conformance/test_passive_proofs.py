@@ -15,7 +15,7 @@ from conformance.judging.passive import MetError, judge_met, problem_of
 from conformance.judging.verdicts import Result, Verdict
 from conformance.properties import load_all
 
-from .fault_proxy import Fault, FaultProxy, running_proxy
+from .fault_proxy import Fault, FaultProxy, Response, running_proxy
 from .faults import error, openai_error
 from .suite import run_suite, verdicts
 
@@ -47,13 +47,22 @@ def test_the_verdict_is_what_the_run_met():
     assert REGISTRY["ERR-031"].passive
 
 
+def _retry_after_1(response: Response) -> Response:
+    """The 529 asks to be left one second: the property that met it is judged again a second
+    later, not after the 5 s a 529 without retry-after costs (ERR-031's own fault, in the faulted
+    catalogue run of test_fault_proofs.py, meets that one)."""
+    return Response(response.status, {**response.headers, "retry-after": "1"}, response.body)
+
+
 @pytest.mark.mlx
 @pytest.mark.slow
 # Two workers in CI (the harder path: the 529 met in another process); one in `nox -s deep`.
 @pytest.mark.parametrize("jobs", [pytest.param("1", marks=pytest.mark.deep), "2"])
 def test_a_529_another_property_met_is_judged(tiny_random_url, proof_profile, tmp_path, jobs):
     selection = ["-k", "msg_001 or err_031", "--jobs", jobs]
-    openai_shaped = {"MSG-001": Fault("overloaded, in OpenAI's shape", request=lambda r: openai_error(529))}
+    openai_shaped = {
+        "MSG-001": Fault("overloaded, in OpenAI's shape", request=lambda r: _retry_after_1(openai_error(529)))
+    }
     with running_proxy(FaultProxy(tiny_random_url, openai_shaped)) as url:
         code, index, output = run_suite(url, tmp_path / "bad", profile=proof_profile, extra=selection)
     # Overloaded both times it was asked: MSG-001 is not judged (a 529 says nothing of its rule),
@@ -65,7 +74,9 @@ def test_a_529_another_property_met_is_judged(tiny_random_url, proof_profile, tm
     assert output.index("ERR-031") > output.index("MSG-001")  # given last
 
     documented = {
-        "MSG-001": Fault("overloaded", request=lambda r: error(529, "overloaded_error", "Overloaded"))
+        "MSG-001": Fault(
+            "overloaded", request=lambda r: _retry_after_1(error(529, "overloaded_error", "Overloaded"))
+        )
     }
     with running_proxy(FaultProxy(tiny_random_url, documented)) as url:
         code, index, output = run_suite(url, tmp_path / "good", profile=proof_profile, extra=selection)
