@@ -25,14 +25,15 @@ import socket
 from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx2
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
-from mcp.types import TextContent
+
+# The `mcp` SDK is imported where a request lists an MCP server: importing it costs more than a
+# second of the server's start-up (its types), which most servers never use.
+if TYPE_CHECKING:
+    from mcp import Client
 
 from reference_server.errors import InvalidRequestError
 from reference_server.protocol import McpServerParam, McpToolResultBlock
@@ -197,6 +198,8 @@ class McpConnector:
         except Exception as exc:  # unreachable, or failed
             text = f"the MCP server could not be called: {failure(exc, transport, server)}"
             return _error_result(tool_use_id, text)
+        from mcp.types import TextContent
+
         content = [
             {"type": "text", "text": item.text} for item in result.content if isinstance(item, TextContent)
         ]
@@ -220,6 +223,9 @@ class McpConnector:
 
     @asynccontextmanager
     async def _client(self, server: McpServerParam, transport: PinnedTransport) -> AsyncIterator[Client]:
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+
         headers = (
             {"authorization": f"Bearer {server.authorization_token}"} if server.authorization_token else {}
         )
@@ -254,6 +260,8 @@ def _leaves(exc: BaseException) -> Iterator[BaseException]:
 
 
 def _phrase(exc: BaseException, where: str, status: int | None) -> str:
+    from mcp.shared.exceptions import MCPError
+
     if isinstance(exc, UncheckedHost):
         return str(exc)
     if isinstance(exc, httpx2.ConnectTimeout):
