@@ -17,7 +17,8 @@ from PIL import Image
 from conformance.wire.launcher import reference_server
 from tests.reference_server.test_documents import encrypted_pdf, make_pdf
 
-pytestmark = pytest.mark.mlx
+# One worker runs this module (pytest-xdist): its servers start once, not once per worker.
+pytestmark = [pytest.mark.mlx, pytest.mark.xdist_group("documents_e2e")]
 # The SDK sends anthropic-version 2026-10-21, which removed temperature: these tests decode
 # greedily (temperature 0), so they speak 2023-06-01.
 LEGACY = {"anthropic-version": "2023-06-01"}

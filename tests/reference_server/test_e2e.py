@@ -15,7 +15,8 @@ import pytest
 from conformance.wire.launcher import reference_server
 from conformance.wire.sse import parse_sse
 
-pytestmark = pytest.mark.mlx
+# One worker runs this module (pytest-xdist): its servers start once, not once per worker.
+pytestmark = [pytest.mark.mlx, pytest.mark.xdist_group("e2e")]
 
 # The SDK sends anthropic-version 2026-10-21, which removed temperature: these tests decode
 # greedily (temperature 0), so they speak 2023-06-01.

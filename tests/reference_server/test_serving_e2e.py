@@ -20,7 +20,8 @@ import pytest
 
 from conformance.wire.launcher import reference_server
 
-pytestmark = pytest.mark.mlx
+# One worker runs this module (pytest-xdist): its servers start once, not once per worker.
+pytestmark = [pytest.mark.mlx, pytest.mark.xdist_group("serving_e2e")]
 
 VERSION = {"anthropic-version": "2023-06-01"}
 MAX_PENDING = 3

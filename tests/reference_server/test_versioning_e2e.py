@@ -15,7 +15,8 @@ import pytest
 
 from conformance.wire.launcher import reference_server
 
-pytestmark = pytest.mark.mlx
+# One worker runs this module (pytest-xdist): its servers start once, not once per worker.
+pytestmark = [pytest.mark.mlx, pytest.mark.xdist_group("versioning_e2e")]
 
 MODEL = "tiny-random"
 LEGACY = {"anthropic-version": "2023-06-01"}

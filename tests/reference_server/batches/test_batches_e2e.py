@@ -28,7 +28,8 @@ import pytest
 
 from conformance.wire.launcher import free_port, stop, wait_until_ready
 
-pytestmark = pytest.mark.mlx
+# One worker runs this module (pytest-xdist): its servers start once, not once per worker.
+pytestmark = [pytest.mark.mlx, pytest.mark.xdist_group("batches_e2e")]
 
 MODEL = "tiny-random"
 # The SDK sends anthropic-version 2026-10-21, which removed temperature: these tests decode

@@ -29,7 +29,8 @@ import pytest
 
 from reference_server.engine.base import EngineRequest, Sampling, Turn
 
-pytestmark = [pytest.mark.mlx, pytest.mark.smollm2]
+# One worker runs this module (pytest-xdist): SmolLM2's float32 reference is built once.
+pytestmark = [pytest.mark.mlx, pytest.mark.smollm2, pytest.mark.xdist_group("quality")]
 
 # Nats per token: about 5% of perplexity. q8 is 0.003 away, the broken conversion 0.19.
 TOLERANCE = 0.05

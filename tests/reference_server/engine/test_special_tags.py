@@ -31,6 +31,9 @@ TIME = ToolDefinition("get_time", "The time", {"type": "object", "properties": {
 CALL = render_call(ToolCall("toolu_1", "get_weather", {"city": "Paris"}))
 SECOND = render_call(ToolCall("toolu_2", "get_time", {}))
 SPECIAL = frozenset(TAGS)
+# One worker runs this module (pytest-xdist): the grammar compiler over Qwen's 151k-token
+# vocabulary is built once, not once per worker.
+pytestmark = pytest.mark.xdist_group("special_tags")
 
 
 @pytest.fixture(scope="module")

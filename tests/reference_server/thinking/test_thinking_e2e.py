@@ -14,7 +14,8 @@ import pytest
 
 from conformance.wire.launcher import reference_server
 
-pytestmark = pytest.mark.mlx
+# One worker runs this module (pytest-xdist): its servers start once, not once per worker.
+pytestmark = [pytest.mark.mlx, pytest.mark.xdist_group("thinking_e2e")]
 
 MODEL = "tiny-random"
 ADAPTIVE: dict[str, Any] = {"type": "adaptive"}
