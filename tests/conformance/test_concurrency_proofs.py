@@ -45,7 +45,10 @@ def test_a_target_that_cuts_streams_is_blamed_once_and_judged_one_request_at_a_t
 ):
     """Cut with [DONE] (llama-cpp-python), or cut and then closed as if whole by a gateway in
     front (LiteLLM before llama-cpp-python: `end_turn` after a few words)."""
-    code, index, output = run(fault, tiny_random_url, tmp_path, proof_profile, [*STREAMED, "STREAM-024"], "4")
+    # Two workers: the probe of two overlapping streams finds the cut whatever their number, and
+    # from then on the run judges one request at a time (each further worker, a few seconds to
+    # start, would wait).
+    code, index, output = run(fault, tiny_random_url, tmp_path, proof_profile, [*STREAMED, "STREAM-024"], "2")
     assert index["concurrency"]["mode"] == "cut", index["concurrency"]
     assert "the run judges one request at a time" in output
     got = verdicts(index)

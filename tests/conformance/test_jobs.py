@@ -203,7 +203,7 @@ def _huge_ints(request, response):
     return response.with_json(data)
 
 
-# Enough properties that each worker judges several, among them those that read usage.
+# Enough properties that each of two workers judges several, among them those that read usage.
 SEVERAL = "msg_00 or tokens_00"
 
 
@@ -219,7 +219,7 @@ def test_a_target_answering_ints_far_outside_32_bits_is_judged_whole(
     huge = Fault("ints far outside 32 bits", response=_huge_ints)
     with running_proxy(FaultProxy(tiny_random_url, everywhere=huge)) as url:
         code, index, output = run_suite(
-            url, tmp_path, profile=proof_profile, extra=["--jobs", "4", "-k", SEVERAL]
+            url, tmp_path, profile=proof_profile, extra=["--jobs", "2", "-k", SEVERAL]
         )
     assert "INTERNALERROR" not in output, output[-3000:]
     got = verdicts(index)
