@@ -22,7 +22,7 @@ import httpx
 
 from conformance.wire.sse import parse_sse
 
-from .fault_proxy import HOP_HEADERS, Fault, Frame, Request, read_body
+from .fault_proxy import HOP_HEADERS, UPSTREAM_TLS, Fault, Frame, Request, read_body
 
 FRAME_PAUSE = 0.02
 
@@ -56,7 +56,7 @@ class _Replaying:
         headers = {
             k.decode(): v.decode() for k, v in scope["headers"] if k.decode().lower() not in HOP_HEADERS
         }
-        async with httpx.AsyncClient(timeout=120) as client:
+        async with httpx.AsyncClient(timeout=120, verify=UPSTREAM_TLS) as client:
             return await client.request(scope["method"], self.upstream + path, headers=headers, content=body)
 
     async def replay(self, answer: httpx.Response, send: Any, *, beside: bool) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from .fault_proxy import Fault, FaultProxy, Frame, Request, Response, running_proxy
+from .fault_proxy import UPSTREAM_TLS, Fault, FaultProxy, Frame, Request, Response, running_proxy
 from .faults import edit_payloads, fake_message, fault_catalogue, message_json, when_error
 from .scripted_target import read_body
 from .suite import API_KEY, run_suite, selecting, verdicts
@@ -81,7 +81,7 @@ class IgnoresMaxTokens:
         skip = {"host", "content-length", "connection"}
         headers = {k.decode(): v.decode() for k, v in scope["headers"] if k.decode().lower() not in skip}
         query = f"?{scope['query_string'].decode()}" if scope["query_string"] else ""
-        async with httpx.AsyncClient(timeout=300) as client:
+        async with httpx.AsyncClient(timeout=300, verify=UPSTREAM_TLS) as client:
             url = self.upstream + scope["path"] + query
             async with client.stream(scope["method"], url, headers=headers, content=body) as answer:
                 relayed = [
