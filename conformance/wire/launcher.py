@@ -38,13 +38,17 @@ def wait_until_ready(
     if api_key:
         headers["x-api-key"] = api_key
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise ServerFailedToStart(f"the reference server exited with {process.returncode}:\n{_tail(log)}")
-        with contextlib.suppress(httpx.TransportError):
-            if httpx.get(f"{url}/v1/models", headers=headers, timeout=2).status_code == 200:
-                return
-        time.sleep(0.25)
+    # One client for every poll: each new one builds a TLS context (~30 ms of CPU), four a second.
+    with httpx.Client(headers=headers, timeout=2) as client:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise ServerFailedToStart(
+                    f"the reference server exited with {process.returncode}:\n{_tail(log)}"
+                )
+            with contextlib.suppress(httpx.TransportError):
+                if client.get(f"{url}/v1/models").status_code == 200:
+                    return
+            time.sleep(0.25)
     raise ServerFailedToStart(f"the reference server was not ready after {timeout:.0f} s:\n{_tail(log)}")
 
 
