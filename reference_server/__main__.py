@@ -165,6 +165,20 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         help="serve the web search tool from a local full-text index of this directory's .html, .txt"
         " and .md documents (default: web search is not served)",
     )
+    parser.add_argument(
+        "--code-execution",
+        action="store_true",
+        help="serve the code execution tool: code runs in this host's sandbox (bubblewrap on Linux,"
+        " sandbox-exec on macOS), no network, its container's directory the only writable place;"
+        " without a sandbox the tool is refused with the reason (default: off)",
+    )
+    parser.add_argument(
+        "--container-idle",
+        type=float,
+        default=_DEFAULTS.container_idle_s,
+        metavar="SECONDS",
+        help="a code execution container expires this long after its last use (default 3600)",
+    )
     for flag, what in (("rpm", "requests"), ("itpm", "input tokens"), ("otpm", "output tokens")):
         parser.add_argument(
             f"--rate-limit-{flag}",
@@ -228,6 +242,8 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         allow_private_mcp=args.allow_private_mcp,
         server_tool_iterations=args.server_tool_iterations,
         web_search_index=args.web_search_index,
+        code_execution=args.code_execution,
+        container_idle_s=args.container_idle,
         rate_limit_rpm=args.rate_limit_rpm,
         rate_limit_itpm=args.rate_limit_itpm,
         rate_limit_otpm=args.rate_limit_otpm,

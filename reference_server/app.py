@@ -18,6 +18,7 @@ from litestar.types import Guard, Message, Scope
 
 from reference_server.batches import open_batches
 from reference_server.catalog import ModelCatalog
+from reference_server.code_execution.setup import code_executor
 from reference_server.engine.base import Engine
 from reference_server.errors import AuthenticationError, InvalidRequestError, exception_handlers
 from reference_server.files.store import FileStore
@@ -75,13 +76,18 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
         if settings.web_search_index is not None:
             index = await asyncio.to_thread(WebSearchIndex.from_directory, settings.web_search_index)
             log.info("web search index: %d documents from %s", index.size, settings.web_search_index)
-        catalog = ModelCatalog(active.models(), settings.aliases, web_search=index is not None)
+        code, refusal = await asyncio.to_thread(code_executor, settings)
+        catalog = ModelCatalog(
+            active.models(), settings.aliases, web_search=index is not None, code_execution=code is not None
+        )
         server_tools = ServerToolRuntime(
             FetchPolicy(allow_private=settings.allow_private_fetch),
             settings.server_tool_iterations,
             search_index=index,
             signer=signer,
             mcp=FetchPolicy(allow_private=settings.allow_private_mcp),
+            code=code,
+            code_refusal=refusal,
         )
         # The Files API: metadata in SQLite, bytes beside it, in the data directory.
         app.state.files = await asyncio.to_thread(FileStore.open, settings.resolved_data_dir())

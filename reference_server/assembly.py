@@ -89,6 +89,7 @@ async def message_of(
             outcome.server_tool_use,
         ),
         context_management=prepared.context_management,
+        container=outcome.container,
     )
 
 
@@ -185,7 +186,9 @@ async def events_of(
     if text_open or call_open:
         yield RawContentBlockStopEvent(index=index)
     yield RawMessageDeltaEvent(
-        delta=MessageDelta(stop_reason=outcome.stop_reason, stop_sequence=outcome.stop_sequence),
+        delta=MessageDelta(
+            stop_reason=outcome.stop_reason, stop_sequence=outcome.stop_sequence, container=outcome.container
+        ),
         usage=MessageDeltaUsage(
             output_tokens=outcome.output_tokens,
             input_tokens=prompt.uncached,

@@ -69,9 +69,15 @@ class ModelCatalog:
     """Resolves requested model ids and renders `/v1/models` pages."""
 
     def __init__(
-        self, cards: Sequence[ModelCard], aliases: Sequence[Alias] = (), *, web_search: bool = False
+        self,
+        cards: Sequence[ModelCard],
+        aliases: Sequence[Alias] = (),
+        *,
+        web_search: bool = False,
+        code_execution: bool = False,
     ) -> None:
         self._web_search = web_search  # a web search provider is configured
+        self._code_execution = code_execution  # code execution runs in this host's sandbox
         self._cards = {card.id: card for card in cards}
         self._order = [card.id for card in cards]
         for alias in aliases:
@@ -97,7 +103,7 @@ class ModelCatalog:
         return [self._cards[i] for i in self._order]
 
     def info(self, model_id: str) -> ModelInfo:
-        return _model_info(self.resolve(model_id), self._web_search)
+        return _model_info(self.resolve(model_id), self._web_search, self._code_execution)
 
     def page(self, *, after_id: str | None, before_id: str | None, limit: int) -> ModelListResponse:
         """A page in the list order, with the cursor semantics of the real API."""
@@ -117,7 +123,7 @@ class ModelCatalog:
         else:
             chunk = ids[:limit]
             has_more = limit < len(ids)
-        data = [_model_info(self._cards[i], self._web_search) for i in chunk]
+        data = [_model_info(self._cards[i], self._web_search, self._code_execution) for i in chunk]
         return ModelListResponse(
             data=data,
             has_more=has_more,
@@ -133,7 +139,7 @@ def _cursor(ids: Sequence[str], value: str, name: str) -> int:
         raise InvalidRequestError(f"{name}: unknown model id {value!r}") from None
 
 
-def _model_info(card: ModelCard, web_search: bool = False) -> ModelInfo:
+def _model_info(card: ModelCard, web_search: bool = False, code_execution: bool = False) -> ModelInfo:
     return ModelInfo(
         id=card.id,
         # The API has no field for it; the name says which weights this server runs.
@@ -141,16 +147,21 @@ def _model_info(card: ModelCard, web_search: bool = False) -> ModelInfo:
         created_at=card.created_at.isoformat().replace("+00:00", "Z"),
         max_input_tokens=card.context_window,
         max_tokens=card.max_output_tokens,
-        capabilities=capabilities(card, web_search=web_search),
+        capabilities=capabilities(card, web_search=web_search, code_execution=code_execution),
     )
 
 
-def capabilities(card: ModelCard, *, web_search: bool = False) -> ModelCapabilities:
+def capabilities(
+    card: ModelCard, *, web_search: bool = False, code_execution: bool = False
+) -> ModelCapabilities:
     """What the server does with `card`'s model: `CAPABILITIES`, with image input where the
-    model has a vision tower (images are then read, not refused), and web search where a
-    provider is configured."""
+    model has a vision tower (images are then read, not refused), web search where a provider
+    is configured, and code execution where it runs in a sandbox (--code-execution)."""
     found = CAPABILITIES.model_copy(update={"image_input": _YES}) if card.vision else CAPABILITIES
     if web_search:
         tools = found.server_tools.model_copy(update={"web_search": _YES})
         found = found.model_copy(update={"server_tools": tools})
+    if code_execution:
+        tools = found.server_tools.model_copy(update={"code_execution": _YES})
+        found = found.model_copy(update={"server_tools": tools, "code_execution": _YES})
     return found

@@ -26,6 +26,7 @@ class Outcome:
     stop_sequence: str | None
     output_tokens: int
     server_tool_use: dict[str, int] | None = None  # usage.server_tool_use, with server tools
+    container: dict[str, str] | None = None  # the code execution container used: {id, expires_at}
 
 
 # A text piece (str), a thinking piece, a piece of a client or server tool call, a server

@@ -58,6 +58,7 @@ from reference_server.pieces import Outcome, Piece
 from reference_server.prepared import PreparedMessage
 from reference_server.protocol import (
     ClearToolUsesEdit,
+    ContainerParam,
     ContextManagementResponse,
     Message,
     MessageCountTokensParams,
@@ -74,6 +75,7 @@ from reference_server.server_tools.loop import ServerToolRuntime, server_tool_tu
 from reference_server.server_tools.prepare import (
     check_served,
     mcp_tools,
+    named_container,
     request_tools,
     resume_call,
     server_tool_plan,
@@ -285,6 +287,9 @@ class MessagesService:
             tools, prompt.loaded, policy, schema, card.context_window, documents, card.special_tags
         )
         if plan is not None:
+            named = params.container
+            container = named.id if isinstance(named, ContainerParam) else named
+            plan = await named_container(self.server_tools, plan, container)
             prepared = replace(prepared, server_tools=plan)
             prepared = await resume_call(self, self.server_tools, prepared, params.messages)
         edits = await self._applied_edits(prompt, prepared.input_tokens, tool_uses)

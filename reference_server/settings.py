@@ -66,6 +66,10 @@ class Settings:
     server_tool_iterations: int = DEFAULT_MAX_ITERATIONS
     # Web search's provider: a local index over this directory's documents (None: not served).
     web_search_index: Path | None = None
+    # Code execution in this host's sandbox (sandbox/, code_execution/): off unless asked for;
+    # asked for on a host without a sandbox, the tool is refused with the reason.
+    code_execution: bool = False
+    container_idle_s: float = 3600.0  # a container expires this long after its last use
     # The Files API's largest upload (the API's 500 MB).
     max_file_bytes: int = 500 * 1024 * 1024
     # Rate limits of POST /v1/messages per minute (ratelimits/; None: not limited).

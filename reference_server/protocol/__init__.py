@@ -74,9 +74,11 @@ from .requests import (
     ToolUseBlockParam,
 )
 from .responses import (
+    BashCodeExecutionToolResultBlock,
     CacheCreation,
     ClearThinkingEdit,
     ClearToolUsesEdit,
+    CodeExecutionToolResultBlock,
     ContentBlock,
     ContextManagementResponse,
     CountContextManagement,
@@ -93,6 +95,7 @@ from .responses import (
     ServerToolUseBlock,
     StopReason,
     TextBlock,
+    TextEditorCodeExecutionToolResultBlock,
     ThinkingBlock,
     ToolSearchToolResultBlock,
     ToolUseBlock,
@@ -103,12 +106,14 @@ from .responses import (
 
 __all__ = [
     "UNION_TAGS",
+    "BashCodeExecutionToolResultBlock",
     "CacheControlEphemeralParam",
     "CacheCreation",
     "CapabilitySupport",
     "CitationsDelta",
     "ClearThinkingEdit",
     "ClearToolUsesEdit",
+    "CodeExecutionToolResultBlock",
     "ContainerParam",
     "ContentBlock",
     "ContentBlockParam",
@@ -166,6 +171,7 @@ __all__ = [
     "TextBlock",
     "TextBlockParam",
     "TextDelta",
+    "TextEditorCodeExecutionToolResultBlock",
     "ThinkingBlock",
     "ThinkingBlockParam",
     "ThinkingCapability",

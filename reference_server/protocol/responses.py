@@ -83,8 +83,32 @@ class McpToolResultBlock(_Out):
     content: list[dict[str, Any]]  # text blocks
 
 
+class CodeExecutionToolResultBlock(_Out):
+    type: Literal["code_execution_tool_result"] = "code_execution_tool_result"
+    tool_use_id: str
+    content: dict[str, Any]  # code_execution_result or code_execution_tool_result_error
+
+
+class BashCodeExecutionToolResultBlock(_Out):
+    type: Literal["bash_code_execution_tool_result"] = "bash_code_execution_tool_result"
+    tool_use_id: str
+    content: dict[str, Any]  # bash_code_execution_result or bash_code_execution_tool_result_error
+
+
+class TextEditorCodeExecutionToolResultBlock(_Out):
+    type: Literal["text_editor_code_execution_tool_result"] = "text_editor_code_execution_tool_result"
+    tool_use_id: str
+    content: dict[str, Any]  # text_editor_code_execution_{view,create,str_replace}_result or an error
+
+
 ServerToolResultBlock = (
-    WebFetchToolResultBlock | ToolSearchToolResultBlock | WebSearchToolResultBlock | McpToolResultBlock
+    WebFetchToolResultBlock
+    | ToolSearchToolResultBlock
+    | WebSearchToolResultBlock
+    | McpToolResultBlock
+    | CodeExecutionToolResultBlock
+    | BashCodeExecutionToolResultBlock
+    | TextEditorCodeExecutionToolResultBlock
 )
 
 ContentBlock = Annotated[
@@ -97,7 +121,10 @@ ContentBlock = Annotated[
     | ToolSearchToolResultBlock
     | WebSearchToolResultBlock
     | McpToolUseBlock
-    | McpToolResultBlock,
+    | McpToolResultBlock
+    | CodeExecutionToolResultBlock
+    | BashCodeExecutionToolResultBlock
+    | TextEditorCodeExecutionToolResultBlock,
     Field(discriminator="type"),
 ]
 

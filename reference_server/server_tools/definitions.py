@@ -1,10 +1,10 @@
 """Server tools in a request's `tools`: the ones this server runs itself (tool search, web
-fetch, web search when a provider is configured) checked field by field, and the ones it does
-not run refused with a 400 naming them.
+fetch, web search when a provider is configured, code execution when the server runs it in a
+sandbox) checked field by field, and the ones it does not run refused with a 400 naming them.
 
-Code execution and computer use need real isolation for untrusted code, the advisor another
-model, and the MCP connector is not served yet: each is refused, and `/v1/models` capabilities
-say so.
+Computer use needs an isolated desktop and the advisor another model: each is refused, and
+`/v1/models` capabilities say so. A code execution tool is several tools to the model (bash and
+the text editor from 20250825, Python from 20250522 and again from 20260120).
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ from reference_server.errors import InvalidRequestError
 from reference_server.protocol import CacheControlEphemeralParam, ContainerParam
 
 __all__ = [
+    "CODE_EXECUTION_TYPES",
     "NO_SEARCH_PROVIDER",
     "REFUSED_TOOL_TYPES",
     "SERVED_TOOL_TYPES",
+    "CodeExecutionConfig",
     "McpToolConfig",
     "ServedTool",
     "ServerToolConfig",
@@ -34,6 +36,7 @@ __all__ = [
     "check_toolset",
     "checked_param",
     "server_tool",
+    "server_tools",
 ]
 
 SearchKind = Literal["regex", "bm25"]
@@ -51,7 +54,16 @@ _FETCH_TYPES = frozenset(
 )
 
 _SEARCH_WEB_TYPES = frozenset({"web_search_20250305", "web_search_20260209", "web_search_20260318"})
-SERVED_TOOL_TYPES = frozenset(_SEARCH_TYPES) | _FETCH_TYPES | _SEARCH_WEB_TYPES
+# type -> the sub-tools the model calls (what each version offers: messages-api.md §2.6)
+CODE_EXECUTION_TYPES: dict[str, tuple[str, ...]] = {
+    "code_execution_20250522": ("code_execution",),
+    "code_execution_20250825": ("bash_code_execution", "text_editor_code_execution"),
+    "code_execution_20260120": ("bash_code_execution", "text_editor_code_execution", "code_execution"),
+    "code_execution_20260521": ("bash_code_execution", "text_editor_code_execution", "code_execution"),
+}
+SERVED_TOOL_TYPES = (
+    frozenset(_SEARCH_TYPES) | _FETCH_TYPES | _SEARCH_WEB_TYPES | frozenset(CODE_EXECUTION_TYPES)
+)
 # Web search runs only with a provider (--web-search-index); serving refuses it otherwise.
 NO_SEARCH_PROVIDER = (
     "no web search provider is configured (start the server with --web-search-index DIR;"
@@ -60,16 +72,6 @@ NO_SEARCH_PROVIDER = (
 
 # Server tools this server does not run, and why (the 400 says it).
 REFUSED_TOOL_TYPES: dict[str, str] = {
-    **dict.fromkeys(
-        (
-            "code_execution_20250522",
-            "code_execution_20250825",
-            "code_execution_20260120",
-            "code_execution_20260521",
-        ),
-        "code execution needs an isolated sandbox this server does not have"
-        " (capabilities.code_execution is false)",
-    ),
     **dict.fromkeys(
         ("computer_20241022", "computer_20250124", "computer_20251124"),
         "computer use needs an isolated desktop this server does not have",
@@ -219,7 +221,15 @@ def check_toolset(raw: dict[str, Any], path: str) -> ToolsetParam:
     return checked_param(ToolsetParam, raw, path)
 
 
-ServerToolConfig = ToolSearchConfig | WebFetchConfig | WebSearchConfig | McpToolConfig
+@dataclass(frozen=True, slots=True)
+class CodeExecutionConfig:
+    """One sub-tool of a code execution tool: the tool's type and where the request has it."""
+
+    version: str
+    path: str
+
+
+ServerToolConfig = ToolSearchConfig | WebFetchConfig | WebSearchConfig | McpToolConfig | CodeExecutionConfig
 
 # Bounded, so that a weak model's forced call ends (the API documents no bound for either).
 _QUERY = {
@@ -239,6 +249,36 @@ _DESCRIPTIONS = {
     "bm25": "Search the other available tools by keywords; the tools found become callable.",
     "web_fetch": "Fetch the text of a web page or PDF, given its URL (one already in the conversation).",
     "web_search": "Search the web; results give page titles, URLs and their text.",
+    "code_execution": "Run Python code in a sandboxed container (no network; files persist in the"
+    " container for later calls). Print what you want to see.",
+    "bash_code_execution": "Run a bash command in a sandboxed Linux container (no network; files"
+    " persist in the container for later calls).",
+    "text_editor_code_execution": "View, create or edit a file in the container: command `view`"
+    " (path), `create` (path, file_text) or `str_replace` (path, old_str, new_str).",
+}
+# Bounded, so that a weak model's forced call ends.
+_CODE_INPUTS: dict[str, dict[str, Any]] = {
+    "code_execution": {
+        "type": "object",
+        "properties": {"code": {"type": "string", "minLength": 1, "maxLength": 4000}},
+        "required": ["code"],
+    },
+    "bash_code_execution": {
+        "type": "object",
+        "properties": {"command": {"type": "string", "minLength": 1, "maxLength": 2000}},
+        "required": ["command"],
+    },
+    "text_editor_code_execution": {
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "enum": ["view", "create", "str_replace"]},
+            "path": {"type": "string", "minLength": 1, "maxLength": 255},
+            "file_text": {"type": "string", "maxLength": 8000},
+            "old_str": {"type": "string", "maxLength": 2000},
+            "new_str": {"type": "string", "maxLength": 2000},
+        },
+        "required": ["command", "path"],
+    },
 }
 
 
@@ -251,6 +291,21 @@ class ServedTool:
     input_schema: dict[str, Any]
     deferred: bool
     config: ServerToolConfig
+
+
+def server_tools(raw: dict[str, Any], path: str) -> tuple[ServedTool, ...]:
+    """The tools the model is offered for one server tool entry (code execution's sub-tools;
+    one tool for the others), or a 400."""
+    kind = raw["type"]
+    if kind not in CODE_EXECUTION_TYPES:
+        return (server_tool(raw, path),)
+    tool = checked_param(_ServerToolParam, raw, path)
+    _check_name(tool, "code_execution", path)
+    config = CodeExecutionConfig(kind, path)
+    return tuple(
+        ServedTool(name, _DESCRIPTIONS[name], _CODE_INPUTS[name], bool(tool.defer_loading), config)
+        for name in CODE_EXECUTION_TYPES[kind]
+    )
 
 
 def server_tool(raw: dict[str, Any], path: str) -> ServedTool:
@@ -322,13 +377,10 @@ def _web_search(kind: str, raw: dict[str, Any], path: str) -> ServedTool:
 
 
 def check_container(container: str | ContainerParam | None) -> None:
-    """A container's id is taken (it names a code execution container this server never makes);
-    skills load into one, so they are refused in words rather than ignored."""
+    """Skills load into a container and are not served yet: refused in words, not ignored (the
+    container's id is checked where code execution runs: server_tools/prepare.py)."""
     if isinstance(container, ContainerParam) and container.skills:
-        raise InvalidRequestError(
-            "container.skills: skills run in a code execution container, and code execution needs"
-            " an isolated sandbox this server does not have (capabilities.code_execution is false)"
-        )
+        raise InvalidRequestError("container.skills: skills are not served by this server")
 
 
 def checked_param(model: type[_T], raw: dict[str, Any], path: str) -> _T:

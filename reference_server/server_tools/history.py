@@ -24,7 +24,15 @@ __all__ = ["CALL_TYPES", "RESULT_TYPES", "loaded_tools", "pending_call", "server
 
 # Result blocks this server can read back (those of the tools it runs).
 RESULT_TYPES = frozenset(
-    {"web_fetch_tool_result", "tool_search_tool_result", "web_search_tool_result", "mcp_tool_result"}
+    {
+        "web_fetch_tool_result",
+        "tool_search_tool_result",
+        "web_search_tool_result",
+        "mcp_tool_result",
+        "code_execution_tool_result",
+        "bash_code_execution_tool_result",
+        "text_editor_code_execution_tool_result",
+    }
 )
 _SERVER_ID = re.compile(r"^srvtoolu_[a-zA-Z0-9_]+$")
 _ANY_ID = re.compile(r"^[a-zA-Z0-9_-]+$")  # mcp_tool_use ids (the beta schema sets no prefix)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from reference_server.citations import QuoteText
+from reference_server.code_execution import CodeExecutor, Container
 from reference_server.content import RenderedDocument
 from reference_server.engine.base import Generation, Grammar, ToolCall, Turn
 from reference_server.errors import InvalidRequestError, OverloadedError
@@ -36,7 +37,7 @@ from reference_server.tools.definitions import ToolDefinition, ToolPolicy
 from reference_server.tools.grammar import response_grammar
 
 from .citing import citable_fetch, cited_generation
-from .definitions import McpToolConfig, ToolSearchConfig, WebFetchConfig, WebSearchConfig
+from .definitions import CodeExecutionConfig, McpToolConfig, ToolSearchConfig, WebFetchConfig, WebSearchConfig
 from .fetch import FetchFailed, FetchPolicy, WebFetcher
 from .mcp import McpConnector
 from .pieces import ServerCallStart, ServerResult
@@ -119,9 +120,16 @@ class TurnState:
     uses: Counter[str] = field(default_factory=Counter)
     cited: list[RenderedDocument] = field(default_factory=list)  # pages fetched to cite, in order
     fresh: bool = False  # a page to cite was fetched since the last generation began
+    container: Container | None = None  # code execution's, once named or made
+
+    def ended(self, outcome: Outcome) -> Outcome:
+        """The turn's Outcome with its container (the response's `container`)."""
+        return replace(outcome, container=self.container.response() if self.container else None)
 
     @classmethod
-    def of(cls, turns: Sequence[Turn], loaded: frozenset[str]) -> TurnState:
+    def of(
+        cls, turns: Sequence[Turn], loaded: frozenset[str], container: Container | None = None
+    ) -> TurnState:
         """The state at the start of a turn: the conversation's user text and tool results
         (the assistant's own text is no source of URLs)."""
         sources = [
@@ -135,7 +143,7 @@ class TurnState:
             for turn in turns
             if turn.role in ("user", "system", "tool")
         ]
-        return cls(sources, set(loaded))
+        return cls(sources, set(loaded), container=container)
 
     def mentions(self, url: str, config: WebFetchConfig) -> bool:
         return any(
@@ -155,9 +163,14 @@ class ServerToolRuntime:
         search_index: WebSearchIndex | None = None,
         signer: ThinkingSigner | None = None,
         mcp: FetchPolicy | None = None,
+        code: CodeExecutor | None = None,
+        code_refusal: str = "code execution is off (start the server with --code-execution)",  # setup.OFF
     ) -> None:
         """`fetch` and `mcp`: which addresses web fetch and the MCP connector may reach (by
-        default public ones only)."""
+        default public ones only); `code`: code execution's sandbox and containers (None: the
+        tool is refused, `code_refusal` says why)."""
+        self.code = code
+        self.code_refusal = code_refusal
         self.fetcher = fetcher or WebFetcher(fetch or FetchPolicy())
         self.max_iterations = max_iterations
         self.search_index = search_index
@@ -194,6 +207,11 @@ class ServerToolRuntime:
             return self._web_search(call, config, state)
         if isinstance(config, McpToolConfig):
             return await self.mcp.call(config, call.id, call.name, dict(arguments))
+        if isinstance(config, CodeExecutionConfig):
+            assert self.code is not None  # refused in prepare without it
+            if state.container is None:
+                state.container = await self.code.container(None)
+            return await self.code.execute(call.id, call.name, arguments, state.container)
         assert isinstance(config, WebFetchConfig)
         url = arguments.get("url")
         if not isinstance(url, str):
@@ -258,9 +276,15 @@ def next_generation(prepared: PreparedMessage, plan: ServerToolPlan, state: Turn
     return cited_generation(prepared, state.cited, plan.callable(state.loaded), plan.parallel, plan.special)
 
 
+_CODE_TOOLS = ("code_execution", "bash_code_execution", "text_editor_code_execution")
+
+
 def server_tool_counts(uses: Counter[str]) -> dict[str, int]:
-    """`usage.server_tool_use`: requests made per tool, under the documented counters."""
-    return {"web_search_requests": uses["web_search"], "web_fetch_requests": uses["web_fetch"]}
+    """`usage.server_tool_use`: requests made per tool, under the documented counters (code
+    execution's, as the docs show it, once it ran: SDK 2.17 types only the first two)."""
+    counts = {"web_search_requests": uses["web_search"], "web_fetch_requests": uses["web_fetch"]}
+    code = sum(uses[name] for name in _CODE_TOOLS)
+    return counts | {"code_execution_requests": code} if code else counts
 
 
 async def server_tool_turn(
@@ -273,7 +297,7 @@ async def server_tool_turn(
     """`host.run`'s pieces over every generation of the turn, server calls and their results
     among them, then one Outcome for the whole turn."""
     turns = list(prepared.request.turns)
-    state = TurnState.of(turns, plan.loaded)
+    state = TurnState.of(turns, plan.loaded, plan.container)
     for name, block in plan.resumed:  # a call the client sent back unanswered, run in prepare
         state.uses[name] += 1
         runtime.read(block, plan, state, "server_tool_result")  # numbers a page fetched to cite
@@ -324,13 +348,13 @@ async def server_tool_turn(
         counts = server_tool_counts(state.uses)
 
         if outcome.stop_reason != "tool_use" or client_calls or not executed:
-            yield replace(outcome, output_tokens=output_tokens, server_tool_use=counts)
+            yield state.ended(replace(outcome, output_tokens=output_tokens, server_tool_use=counts))
             return
         if iteration == runtime.max_iterations:
             break
         remaining = prepared.request.max_tokens - output_tokens
         if remaining <= 0:
-            yield Outcome("max_tokens", None, output_tokens, counts)
+            yield state.ended(Outcome("max_tokens", None, output_tokens, counts))
             return
         calls = tuple(ToolCall(c.id, c.name, c.input()) for c, _ in executed)
         turns.append(Turn("assistant", "".join(text), tool_calls=calls))
@@ -347,11 +371,11 @@ async def server_tool_turn(
             current = next_generation(current, plan, state)
             deltas = await host.start(current)
         except InvalidRequestError:  # the results left no room in the context window
-            yield Outcome("model_context_window_exceeded", None, output_tokens, counts)
+            yield state.ended(Outcome("model_context_window_exceeded", None, output_tokens, counts))
             return
         except OverloadedError:  # no room to go on now: the client resumes the turn later
             break
-    yield Outcome("pause_turn", None, output_tokens, server_tool_counts(state.uses))
+    yield state.ended(Outcome("pause_turn", None, output_tokens, server_tool_counts(state.uses)))
 
 
 def loaded_from_history(blocks: list[Mapping[str, Any]]) -> frozenset[str]:

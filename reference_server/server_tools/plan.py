@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from reference_server.code_execution.containers import Container
 from reference_server.protocol import ServerToolResultBlock
 from reference_server.tools.definitions import ToolDefinition
 
@@ -29,6 +30,9 @@ class ServerToolPlan:
     resumed: tuple[tuple[str, ServerToolResultBlock], ...] = ()
     documents: int = 0  # the request's documents: a page fetched to cite is numbered after them
     special: frozenset[str] = frozenset()  # the call tags the model holds as one token (ModelCard)
+    # The code execution container the request named (checked to exist); None: one is made at
+    # the turn's first call of a code execution sub-tool.
+    container: Container | None = None
 
     def tool(self, name: str) -> ToolDefinition | None:
         return next((tool for tool in self.tools if tool.name == name), None)

@@ -10,8 +10,9 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from reference_server.code_execution import ContainerExpired, UnknownContainer
 from reference_server.engine.base import Turn
-from reference_server.errors import InvalidRequestError
+from reference_server.errors import InvalidRequestError, NotFoundError
 from reference_server.prepared import PreparedMessage
 from reference_server.protocol import MessageParam, PromptParams
 from reference_server.tools.definitions import (
@@ -22,12 +23,12 @@ from reference_server.tools.definitions import (
     tool_policy,
 )
 
-from .definitions import NO_SEARCH_PROVIDER, WebSearchConfig
+from .definitions import NO_SEARCH_PROVIDER, CodeExecutionConfig, WebSearchConfig
 from .history import loaded_tools, pending_call
 from .loop import ServerToolRuntime, TurnHost, TurnState, next_generation
 from .plan import ServerToolPlan
 
-__all__ = ["check_served", "mcp_tools", "request_tools", "resume_call", "server_tool_plan"]
+__all__ = ["check_served", "mcp_tools", "named_container", "request_tools", "resume_call", "server_tool_plan"]
 
 
 async def mcp_tools(
@@ -58,7 +59,14 @@ def request_tools(
 
 
 def check_served(runtime: ServerToolRuntime, tools: Sequence[ToolDefinition]) -> None:
-    """Web search needs the operator's search index: without one, a request asking for it is a 400."""
+    """Web search needs the operator's search index, code execution the server's sandbox:
+    without it, a request asking for the tool is a 400 that says why."""
+    for tool in tools:
+        config = tool.server
+        if isinstance(config, CodeExecutionConfig) and runtime.code is None:
+            raise InvalidRequestError(
+                f"{config.path}: tool type {config.version!r} is not served: {runtime.code_refusal}"
+            )
     if runtime.search_index is not None:
         return
     for index, tool in enumerate(tools):
@@ -85,6 +93,27 @@ def server_tool_plan(
     )
 
 
+async def named_container(
+    runtime: ServerToolRuntime, plan: ServerToolPlan, container: str | None
+) -> ServerToolPlan:
+    """The plan with the container the request names, when it offers code execution: a 404 for
+    an id no container has, a 400 for one that expired (its files are gone)."""
+    if container is None or runtime.code is None:
+        return plan
+    if not any(isinstance(tool.server, CodeExecutionConfig) for tool in plan.tools):
+        return plan
+    try:
+        found = await runtime.code.container(container)
+    except UnknownContainer:
+        raise NotFoundError(f"container: no container with id {container!r}") from None
+    except ContainerExpired:
+        raise InvalidRequestError(
+            f"container: container {container!r} has expired; send the request without `container`"
+            " to get a new one"
+        ) from None
+    return replace(plan, container=found)
+
+
 async def resume_call(
     host: TurnHost, runtime: ServerToolRuntime, prepared: PreparedMessage, messages: Sequence[MessageParam]
 ) -> PreparedMessage:
@@ -101,9 +130,10 @@ async def resume_call(
             " this request's tools"
         )
     turns = prepared.request.turns
-    state = TurnState.of(turns, plan.loaded)
+    state = TurnState.of(turns, plan.loaded, plan.container)
     block = await runtime.execute(call, tool, plan, state)
     result, is_error = runtime.read(block, plan, state, "server_tool_result")
     turns += (Turn("tool", result, tool_call_id=call.id, name=call.name, is_error=is_error),)
-    resumed = replace(prepared, server_tools=replace(plan, resumed=((call.name, block),)))
+    plan = replace(plan, resumed=((call.name, block),), container=state.container)
+    resumed = replace(prepared, server_tools=plan)
     return next_generation(await host.continued(resumed, turns, prepared.request.max_tokens), plan, state)

@@ -152,12 +152,43 @@ def result_text(
             return "No tools matched.", False
         listed = [json.dumps(tool_function(tools[n].spec()), ensure_ascii=False) for n in names if n in tools]
         return "Tools found; they can now be called:\n" + "\n".join(listed), False
+    if kind in _CODE_ERRORS:
+        message = content.get("error_message")
+        return f"error: {content.get('error_code')}" + (f" ({message})" if message else ""), True
+    if kind in ("code_execution_result", "bash_code_execution_result"):
+        return _ran_text(content), content.get("return_code") != 0
+    if kind == "text_editor_code_execution_view_result":
+        return str(content.get("content", "")), False
+    if kind == "text_editor_code_execution_create_result":
+        return ("File updated." if content.get("is_file_update") else "File created."), False
+    if kind == "text_editor_code_execution_str_replace_result":
+        lines = content.get("lines") or []
+        return "Replaced:\n" + "\n".join(str(line) for line in lines), False
     if kind == "web_fetch_result":
         document = fetched_document(content)
         if document is None:
             return f"{content.get('url')}: the page has no text.", False
         return render_document(document, f"{path}.content.content").text, False
     raise InvalidRequestError(f"{path}.content.type: unknown result type {kind!r}")
+
+
+_CODE_ERRORS = frozenset(
+    {
+        "code_execution_tool_result_error",
+        "bash_code_execution_tool_result_error",
+        "text_editor_code_execution_tool_result_error",
+    }
+)
+
+
+def _ran_text(content: Mapping[str, Any]) -> str:
+    """A run's result as the model reads it: its output, its errors, its exit status."""
+    parts = [f"return code: {content.get('return_code')}"]
+    if content.get("stdout"):
+        parts.append(f"stdout:\n{content['stdout']}")
+    if content.get("stderr"):
+        parts.append(f"stderr:\n{content['stderr']}")
+    return "\n".join(parts)
 
 
 def fetched_document(content: Mapping[str, Any]) -> DocumentBlockParam | None:

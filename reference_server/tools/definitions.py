@@ -28,7 +28,7 @@ from reference_server.server_tools.definitions import (
     ServerToolConfig,
     check_toolset,
     checked_param,
-    server_tool,
+    server_tools,
 )
 from reference_server.tools.builtin import CLIENT_TOOL_TYPES, builtin_client_tool
 
@@ -81,12 +81,12 @@ def parse_tools(tools: Sequence[dict[str, Any]] | None) -> tuple[ToolDefinition,
         elif kind == "mcp_toolset":
             check_toolset(raw, path)  # offers an MCP server's tools (server_tools/mcp.py): no tool
         elif kind in SERVED_TOOL_TYPES or kind in REFUSED_TOOL_TYPES:
-            served = server_tool(raw, path)
-            parsed.append(
+            parsed += [
                 ToolDefinition(
                     served.name, served.description, served.input_schema, True, served.deferred, served.config
                 )
-            )
+                for served in server_tools(raw, path)
+            ]
         elif kind not in (None, "custom"):
             raise InvalidRequestError(f"{path}.type: unknown tool type {kind!r}")
         else:

@@ -25,7 +25,7 @@ def test_skills_are_refused_by_name(client):
     skills = {"skills": [{"type": "anthropic", "skill_id": "pptx", "version": "latest"}]}
     response = client.post("/v1/messages", json=body(container=skills))
     message = assert_error(response, 400, "invalid_request_error")["error"]["message"]
-    assert message.startswith("container.skills: skills run in a code execution container")
+    assert message.startswith("container.skills: skills are not served")
     unknown = client.post("/v1/messages", json=body(container={"id": "c", "size": 2}))
     assert assert_error(unknown, 400, "invalid_request_error")["error"]["message"].startswith("container")
 

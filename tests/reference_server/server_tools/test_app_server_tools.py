@@ -158,7 +158,7 @@ def test_a_tool_found_earlier_is_callable_and_a_deferred_one_is_not():
             ],
             "user_location.country",
         ),
-        ([{"type": "code_execution_20250825", "name": "code_execution"}], "isolated sandbox"),
+        ([{"type": "code_execution_20250825", "name": "code_execution"}], "code execution is off"),
         (
             [
                 {

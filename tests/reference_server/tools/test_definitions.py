@@ -54,8 +54,8 @@ def test_custom_tools_are_parsed_with_every_documented_field():
         ),
         ({"name": "t", "input_schema": {"type": "object", "minProperties": "x"}}, "not a valid JSON Schema"),
         (
-            {"type": "code_execution_20250825", "name": "code_execution"},
-            "'code_execution_20250825' is not served",
+            {"type": "code_execution_20250825", "name": "python"},
+            "tools.0.name: Input should be 'code_execution'",
         ),
         ({"type": "bash_20250124", "name": "shell"}, "tools.0.name: Input should be 'bash'"),
         ({"type": "hologram_2099", "name": "h"}, "tools.0.type: unknown tool type 'hologram_2099'"),

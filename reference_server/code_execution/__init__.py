@@ -1,0 +1,16 @@
+"""Code execution, the server tool: containers (containers.py) and the sub-tools run in the
+sandbox (executor.py). The server-tool loop (server_tools/loop.py) calls it."""
+
+from __future__ import annotations
+
+from .containers import Container, ContainerExpired, ContainerStore, UnknownContainer
+from .executor import CodeExecutor, CodeResult
+
+__all__ = [
+    "CodeExecutor",
+    "CodeResult",
+    "Container",
+    "ContainerExpired",
+    "ContainerStore",
+    "UnknownContainer",
+]

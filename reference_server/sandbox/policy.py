@@ -1,0 +1,50 @@
+"""What a sandboxed run may do (`Policy`, `Limits`) and what it did (`Completed`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["Completed", "Limits", "Policy", "SandboxUnavailable"]
+
+# Where a container's directory appears inside the sandbox (its working directory and HOME).
+WORKSPACE = "/workspace"
+
+
+class SandboxUnavailable(RuntimeError):
+    """No sandbox can run on this host; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Bounds of one run. Every one is enforced by the kernel (rlimits) or by the runner."""
+
+    wall_s: float = 60.0  # then every process of the run is killed
+    cpu_s: int = 60  # RLIMIT_CPU, per process
+    memory_bytes: int = 2 << 30  # RLIMIT_AS, per process
+    processes: int = 64  # RLIMIT_NPROC: processes and threads of the run's own user
+    file_bytes: int = 256 << 20  # RLIMIT_FSIZE: the largest file a process may write
+    output_bytes: int = 1 << 20  # stdout and stderr, each; past it the run is stopped
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """What one run sees: `workdir` read-write at WORKSPACE, `read_only` host paths at their own
+    place (beside the runtime every run has), the network only when `network` is True (an
+    operator's choice; the tests open it to prove the refusal is the sandbox's)."""
+
+    workdir: Path
+    read_only: tuple[Path, ...] = ()
+    network: bool = False
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    """A run's end: its output (cut at the limit) and why it ended."""
+
+    stdout: bytes
+    stderr: bytes
+    return_code: int
+    timed_out: bool = False  # the wall-time limit was reached and the run killed
+    output_exceeded: bool = False  # stdout or stderr passed the limit and the run was stopped

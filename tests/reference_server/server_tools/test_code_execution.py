@@ -1,0 +1,232 @@
+"""Code execution over HTTP with the scripted engine (in process) and the real sandbox: each
+version's sub-tools, their result blocks and error codes, the container in the response and
+reused by a later request, an expired or unknown container, usage, streaming, and the refusal
+when the server has no sandbox or code execution is off. test_code_execution_e2e.py runs it on
+MLX."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import pytest
+
+from reference_server.code_execution import ContainerStore
+from reference_server.engine.base import ToolCall
+from reference_server.sandbox import Limits
+
+from ..test_app import assert_error, sse_events
+from .test_app_server_tools import body, calling, client_for, refused, types
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bubblewrap is Linux's sandbox")
+
+CODE_2508 = {"type": "code_execution_20250825", "name": "code_execution"}
+CODE_2505 = {"type": "code_execution_20250522", "name": "code_execution"}
+CODE_2601 = {"type": "code_execution_20260120", "name": "code_execution"}
+
+
+def bash(command: str) -> ToolCall:
+    return ToolCall("x", "bash_code_execution", {"command": command})
+
+
+def edit(**arguments: str) -> ToolCall:
+    return ToolCall("x", "text_editor_code_execution", arguments)
+
+
+def code_client(reply, tmp_path, **settings):
+    return client_for(reply, code_execution=True, data_dir=tmp_path, **settings)
+
+
+def test_bash_runs_in_a_container_and_the_response_names_it(tmp_path):
+    client, engine = code_client(calling(bash("echo hello; echo oops >&2; exit 3")), tmp_path)
+    with client:
+        message = client.post("/v1/messages", json=body([CODE_2508], "Run it")).json()
+    assert types(message) == ["server_tool_use", "bash_code_execution_tool_result", "text"]
+    use, result, _ = message["content"]
+    assert use["name"] == "bash_code_execution"
+    assert use["input"] == {"command": "echo hello; echo oops >&2; exit 3"}
+    assert result["tool_use_id"] == use["id"]
+    assert result["content"] == {
+        "type": "bash_code_execution_result",
+        "stdout": "hello\n",
+        "stderr": "oops\n",
+        "return_code": 3,
+        "content": [],
+    }
+    container = message["container"]
+    assert container["id"].startswith("container_")
+    assert container["expires_at"].endswith("Z")
+    assert message["usage"]["server_tool_use"]["code_execution_requests"] == 1
+    # The model read the run's output, exit status included.
+    assert "hello" in engine.requests[1].turns[-1].text
+    assert "return code: 3" in engine.requests[1].turns[-1].text
+
+
+def test_a_later_request_that_names_the_container_finds_its_files(tmp_path):
+    client, _ = code_client(calling(bash("echo kept > note.txt")), tmp_path)
+    with client:
+        first = client.post("/v1/messages", json=body([CODE_2508], "Write")).json()
+        container = first["container"]["id"]
+        client_two, _ = code_client(calling(bash("cat note.txt")), tmp_path)
+    with client_two:
+        again = client_two.post("/v1/messages", json=body([CODE_2508], "Read", container=container)).json()
+        fresh = client_two.post("/v1/messages", json=body([CODE_2508], "Read")).json()
+    assert again["container"]["id"] == container
+    assert again["content"][1]["content"]["stdout"] == "kept\n"
+    assert fresh["container"]["id"] != container  # without `container`, a new one
+    assert fresh["content"][1]["content"]["return_code"] != 0
+
+
+def test_an_unknown_container_is_a_404_and_an_expired_one_a_400(tmp_path):
+    client, _ = code_client(calling(bash("true")), tmp_path)
+    with client:
+        unknown = client.post("/v1/messages", json=body([CODE_2508], container="container_nope"))
+        assert_error(unknown, 404, "not_found_error")
+        made = client.post("/v1/messages", json=body([CODE_2508])).json()["container"]["id"]
+    store = ContainerStore(tmp_path, idle=0.0)  # as a server whose containers expire at once
+    time.sleep(0.01)
+    assert store.sweep() == 1
+    assert not (tmp_path / "containers" / made).exists()  # its files are gone
+    client, _ = code_client(calling(bash("true")), tmp_path)
+    with client:
+        expired = client.post("/v1/messages", json=body([CODE_2508], container=made))
+    refused(expired, "has expired")
+
+
+def test_the_text_editor_creates_views_and_replaces(tmp_path):
+    calls = (
+        edit(command="create", path="src/app.py", file_text="debug = True\nname = 'x'\n"),
+        edit(command="str_replace", path="src/app.py", old_str="debug = True", new_str="debug = False"),
+        edit(command="view", path="src/app.py"),
+        edit(command="create", path="src/app.py", file_text="again\n"),
+        edit(command="view", path="missing.txt"),
+        edit(command="str_replace", path="src/app.py", old_str="absent", new_str="y"),
+    )
+    client, _ = code_client(calling(*calls), tmp_path)
+    with client:
+        message = client.post("/v1/messages", json=body([CODE_2508], "Edit", max_tokens=4000)).json()
+    results = [block["content"] for block in message["content"] if block["type"].endswith("_tool_result")]
+    assert len(results) == len(calls), message
+    assert results[0] == {"type": "text_editor_code_execution_create_result", "is_file_update": False}
+    assert results[1]["type"] == "text_editor_code_execution_str_replace_result"
+    assert results[1]["lines"] == ["-debug = True", "+debug = False"]
+    assert (results[1]["old_start"], results[1]["new_start"]) == (1, 1)
+    assert results[2]["content"] == "debug = False\nname = 'x'\n"
+    assert (results[2]["file_type"], results[2]["total_lines"]) == ("text", 2)
+    assert results[3]["is_file_update"] is True
+    assert (results[4]["type"], results[4]["error_code"]) == (
+        "text_editor_code_execution_tool_result_error",
+        "file_not_found",
+    )
+    assert (results[5]["error_code"], "not found" in results[5]["error_message"]) == (
+        "invalid_tool_input",
+        True,
+    )
+
+
+def test_the_text_editor_does_not_follow_a_link_out_of_the_container(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host secret")
+    client, _ = code_client(
+        calling(
+            bash(f"ln -s {secret} leak; ln -s /etc/hostname host"),
+            edit(command="view", path="leak"),
+            edit(command="view", path="host"),
+        ),
+        tmp_path,
+    )
+    with client:
+        message = client.post("/v1/messages", json=body([CODE_2508], "Edit")).json()
+    results = [block["content"] for block in message["content"] if block["type"].endswith("_tool_result")]
+    assert [r.get("error_code") for r in results[1:]] == ["file_not_found", "file_not_found"]
+    assert "host secret" not in json.dumps(message)
+
+
+def test_python_runs_in_the_2025_05_version_with_its_own_result_block(tmp_path):
+    code = ToolCall("x", "code_execution", {"code": "import numpy; print(numpy.arange(3).sum())"})
+    client, engine = code_client(calling(code), tmp_path)
+    with client:
+        message = client.post("/v1/messages", json=body([CODE_2505], "Sum")).json()
+    assert types(message) == ["server_tool_use", "code_execution_tool_result", "text"]
+    assert message["content"][1]["content"] == {
+        "type": "code_execution_result",
+        "stdout": "3\n",
+        "stderr": "",
+        "return_code": 0,
+        "content": [],
+    }
+    names = {tool.name for tool in engine.requests[0].tools}
+    assert names == {"code_execution"}
+
+
+def test_each_version_offers_its_sub_tools(tmp_path):
+    client, engine = code_client("Nothing to run.", tmp_path)
+    with client:
+        for tool in (CODE_2505, CODE_2508, CODE_2601):
+            assert client.post("/v1/messages", json=body([tool])).status_code == 200
+    offered = [sorted(tool.name for tool in request.tools) for request in engine.requests]
+    assert offered == [
+        ["code_execution"],
+        ["bash_code_execution", "text_editor_code_execution"],
+        ["bash_code_execution", "code_execution", "text_editor_code_execution"],
+    ]
+
+
+def test_errors_are_the_documented_codes(tmp_path):
+    calls = (bash("sleep 30"), bash("yes | head -c 3000000"), ToolCall("x", "bash_code_execution", {}))
+    client, _ = code_client(calling(*calls), tmp_path)
+    with client:
+        client.app.state.service.server_tools.code.limits = Limits(wall_s=1.5, output_bytes=1 << 20)
+        message = client.post("/v1/messages", json=body([CODE_2508], "Run")).json()
+    codes = [
+        block["content"]["error_code"]
+        for block in message["content"]
+        if block["type"].endswith("_tool_result")
+    ]
+    assert codes == ["execution_time_exceeded", "output_file_too_large", "invalid_tool_input"]
+
+
+def test_the_calls_stream_as_the_other_server_tools_stream(tmp_path):
+    client, _ = code_client(calling(bash("echo streamed")), tmp_path)
+    with client:
+        events = sse_events(client.post("/v1/messages", json=body([CODE_2508], "Run", stream=True)).text)
+    starts = [e["content_block"] for e in events if e["type"] == "content_block_start"]
+    assert [block["type"] for block in starts] == [
+        "server_tool_use",
+        "bash_code_execution_tool_result",
+        "text",
+    ]
+    assert starts[0]["input"] == {}  # the input follows as input_json_delta
+    assert starts[1]["content"]["stdout"] == "streamed\n"  # the result arrives whole
+    delta = next(e for e in events if e["type"] == "message_delta")
+    assert delta["delta"]["container"]["id"].startswith("container_")
+    assert delta["usage"]["server_tool_use"]["code_execution_requests"] == 1
+
+
+def test_code_execution_is_refused_with_the_reason_when_off_or_without_a_sandbox(tmp_path, monkeypatch):
+    client, _ = client_for("x", data_dir=tmp_path)
+    with client:
+        refused(
+            client.post("/v1/messages", json=body([CODE_2508])),
+            "tool type 'code_execution_20250825' is not served: code execution is off",
+        )
+        models = client.get("/v1/models").json()["data"][0]["capabilities"]
+        assert models["code_execution"]["supported"] is False
+    from reference_server.sandbox import runner
+
+    monkeypatch.setattr(runner, "_bwrap", lambda: None)
+    monkeypatch.setattr(runner, "_FOUND", {})
+    client, _ = code_client("x", tmp_path)
+    with client:
+        refused(
+            client.post("/v1/messages", json=body([CODE_2508])),
+            "no sandbox for code execution: bubblewrap is not installed",
+        )
+    monkeypatch.undo()  # bubblewrap back: the same settings serve it
+    monkeypatch.setattr(runner, "_FOUND", {})
+    client, _ = code_client("x", tmp_path)
+    with client:
+        assert (
+            client.get("/v1/models").json()["data"][0]["capabilities"]["code_execution"]["supported"] is True
+        )

@@ -1,0 +1,87 @@
+"""Code execution end to end: `python -m reference_server --code-execution` on SmolLM2 (the
+embedded default model) over a real socket, in the real sandbox, driven by the official SDK: a
+call the client sends back unanswered (run first, its result shown first), the container in
+the response and found again with its files by a later request, and a call the model itself
+writes when the tool is forced, run and counted in usage."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import pytest
+
+from conformance.wire.launcher import reference_server
+
+pytestmark = [
+    pytest.mark.mlx,
+    pytest.mark.xdist_group("code_execution_e2e"),
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bubblewrap is Linux's sandbox"),
+]
+LEGACY = {"anthropic-version": "2023-06-01"}
+CODE = {"type": "code_execution_20250825", "name": "code_execution"}
+MODEL = "smollm2-135m-instruct"
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    log = tmp_path_factory.mktemp("code") / "server.log"
+    with reference_server(MODEL, log=log, args=["--code-execution"]) as found:
+        yield found
+
+
+def create(url: str, **fields: Any) -> Any:
+    with anthropic.Anthropic(base_url=url, api_key="test", default_headers=LEGACY, max_retries=0) as client:
+        return client.messages.create(model=MODEL, max_tokens=60, tools=[CODE], **fields)
+
+
+def paused(command: str, tool_id: str) -> list[dict[str, Any]]:
+    """A turn paused before the server ran a bash call: the server runs it first."""
+    call = {
+        "type": "server_tool_use",
+        "id": tool_id,
+        "name": "bash_code_execution",
+        "input": {"command": command},
+    }
+    return [
+        {"role": "user", "content": "Keep a note."},
+        {"role": "assistant", "content": [call]},
+    ]
+
+
+def test_a_container_keeps_its_files_for_a_later_request(url: str) -> None:
+    first = create(url, messages=paused("echo e2e > note.txt && cat note.txt", "srvtoolu_ce1"))
+    result = first.content[0]
+    assert result.type == "bash_code_execution_tool_result"
+    assert result.tool_use_id == "srvtoolu_ce1"
+    assert (result.content.type, result.content.stdout, result.content.return_code) == (
+        "bash_code_execution_result",
+        "e2e\n",
+        0,
+    )
+    assert first.container is not None
+    assert first.container.id.startswith("container_")
+    again = create(url, messages=paused("cat note.txt", "srvtoolu_ce2"), container=first.container.id)
+    assert again.container.id == first.container.id
+    assert again.content[0].content.stdout == "e2e\n"
+    elsewhere = create(url, messages=paused("cat note.txt", "srvtoolu_ce3"))
+    assert elsewhere.container.id != first.container.id
+    assert elsewhere.content[0].content.return_code != 0
+
+
+def test_the_models_own_call_runs_and_is_counted(url: str) -> None:
+    message = create(
+        url,
+        messages=[{"role": "user", "content": "List the files in the current directory."}],
+        tool_choice={"type": "tool", "name": "bash_code_execution"},
+    )
+    calls = [b for b in message.content if b.type == "server_tool_use"]
+    results = [b for b in message.content if b.type == "bash_code_execution_tool_result"]
+    assert calls
+    assert calls[0].name == "bash_code_execution"
+    assert [r.tool_use_id for r in results] == [c.id for c in calls]
+    assert results[0].content.type in ("bash_code_execution_result", "bash_code_execution_tool_result_error")
+    assert message.usage.server_tool_use.model_extra["code_execution_requests"] == len(calls)
+    assert message.container is not None
