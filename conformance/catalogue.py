@@ -51,6 +51,7 @@ AREAS = (
     "IMG",  # images
     "CTX",  # context management edits
     "SRVTOOL",  # Anthropic's own tools: server tools (tool search, web fetch), bash, text editor
+    "CODE",  # code execution: containers and the sub-tools run in them
     "TOKENS",
     "MODELS",
     "BATCH",

@@ -56,6 +56,8 @@ JUDGED_SERVER_ARGS = (
     "--allow-private-mcp",
     "--web-search-index",
     str(WEB_INDEX),
+    # Code execution in the host's sandbox (CODE-*; without one, refused with the reason).
+    "--code-execution",
 )
 # Enough to keep a server busy while each worker waits on its answers; a server that batches
 # requests answers four at once nearly as fast as one.

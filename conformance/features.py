@@ -40,6 +40,7 @@ import httpx
 
 from conformance import evidence
 from conformance.evidence import Answer, Support, error_words
+from conformance.generating.code_execution import paused_call
 from conformance.generating.tooluse import (
     BASH,
     fetch_body,
@@ -80,6 +81,7 @@ CAPABILITY_PATHS: dict[str, str] = {
     "clear_thinking": "capabilities.context_management.clear_thinking_20251015.supported",
     "clear_tool_uses": "capabilities.context_management.clear_tool_uses_20250919.supported",
     "compaction": "capabilities.context_management.compact_20260112.supported",
+    "code_execution": "capabilities.code_execution.supported",
 }
 
 # The property that judges a feature whose probe failed (accepted and not used, a 5xx, no
@@ -103,6 +105,7 @@ JUDGES: dict[str, str] = {
     "web_fetch": "SRVTOOL-015",
     "web_search": "SRVTOOL-015",
     "builtin_tools": "SRVTOOL-015",
+    "code_execution": "SRVTOOL-015",
 }
 
 
@@ -159,6 +162,13 @@ def _web_search_probe(target: Target) -> dict[str, Any]:
     return web_search_body(target, max_tokens=PROBE_MAX_TOKENS)
 
 
+def _code_probe(target: Target) -> dict[str, Any]:
+    # A bash call sent back unanswered: the target runs it first, whatever its model would write.
+    return paused_call(
+        target, "bash_code_execution", {"command": "echo plumbline"}, "srvtoolu_plumbline_probe"
+    )
+
+
 def _builtin_probe(target: Target) -> dict[str, Any]:
     return tool_body(target, tools=[BASH], tool_choice=forced_tool("bash"), max_tokens=PROBE_MAX_TOKENS)
 
@@ -185,6 +195,7 @@ PROBED: dict[str, tuple[str, Callable[[Target], dict[str, Any]]]] = {
     "web_fetch": ("a forced web_fetch_20250910 call", _fetch_probe),
     "web_search": ("a forced web_search_20250305 call", _web_search_probe),
     "builtin_tools": ("a forced bash_20250124 call", _builtin_probe),
+    "code_execution": ("a code_execution_20250825 bash call sent back to run", _code_probe),
 }
 
 # The features a request that uses them shows served (conformance/evidence.py).
@@ -207,6 +218,7 @@ SHOWN_BY: dict[str, tuple[str, str]] = {
     "web_fetch": ("web_fetch_tool_result", "web_fetch"),
     "web_search": ("web_search_tool_result", "web_search"),
     "builtin_tools": ("tool_use", "bash"),
+    "code_execution": ("bash_code_execution_tool_result", "bash_code_execution"),
 }
 
 

@@ -484,6 +484,7 @@ def _has_system_turn(body: Any) -> bool:
 def fault_catalogue(api_key: str) -> dict[str, Fault]:
     """Property id → the fault that must make it fail."""
     from .batch_faults import batch_fault_catalogue
+    from .code_execution_faults import code_execution_fault_catalogue
     from .concurrency_faults import concurrency_fault_catalogue
     from .content_faults import content_fault_catalogue
     from .files_faults import files_fault_catalogue
@@ -781,6 +782,7 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
         **tool_fault_catalogue(),
         **version_fault_catalogue(),
         **server_tool_fault_catalogue(),
+        **code_execution_fault_catalogue(),
         **files_fault_catalogue(),
         **rate_fault_catalogue(),
         # ---- extended thinking

@@ -1,0 +1,200 @@
+"""CODE-*: the code execution server tool. A call runs in a container on the target, inside the
+turn: its result is the sub-tool's own block (bash, text editor) in its documented shape, the
+response names the container, a later request that names it finds its files, and usage counts
+the runs.
+
+Each runs only on a target that serves code execution (the profile, or one probe request: a 400
+for the tool's type means absent, conformance/features.py). Every request sends back a turn
+paused before its call ran (conformance/generating/code_execution.py): the command is the
+harness's own, so its output is known whatever the model.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from typing import Any
+
+from conformance.catalogue import Level, prop
+from conformance.generating.code_execution import BASH_ERROR_CODES, EDITOR_ERROR_CODES, paused_call
+from conformance.judging.checks import Cases, expect, expect_equal, not_judged, read
+from conformance.wire.drivers import create_json
+from conformance.wire.target import Target
+
+DOCS = "agents-and-tools/tool-use/code-execution-tool"
+MESSAGE = "the Message"
+# RFC 3339, as the API's timestamps (a date, T, a time, an offset or Z).
+RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
+
+
+def result_for(message: Any, tool_id: str, kind: str) -> dict[str, Any]:
+    """The result block of type `kind` that answers the call `tool_id` sent back."""
+    content = read(message, "content", list, where=MESSAGE)
+    answers = [b for b in content if isinstance(b, dict) and b.get("tool_use_id") == tool_id]
+    kinds = [b.get("type") for b in content if isinstance(b, dict)]
+    expect(
+        len(answers) == 1,
+        f"one result block answering the call sent back ({tool_id})",
+        f"{len(answers)} blocks with that tool_use_id; content types {kinds}",
+        reason="unanswered",
+    )
+    expect_equal(answers[0].get("type"), kind, "the result block's type", reason="result-type")
+    result: dict[str, Any] = read(answers[0], "content", dict, where=f"a {kind}")
+    return result
+
+
+def expect_bash_result(result: dict[str, Any]) -> dict[str, Any] | None:
+    """A bash_code_execution_tool_result's content: a result with its fields, or an error with
+    a documented code (None)."""
+    kind = read(result, "type", str, where="a bash_code_execution_tool_result's content")
+    if kind == "bash_code_execution_tool_result_error":
+        code = read(result, "error_code", str, where="a bash_code_execution_tool_result_error")
+        expect(
+            code in BASH_ERROR_CODES,
+            f"a documented error_code ({', '.join(sorted(BASH_ERROR_CODES))})",
+            code,
+            reason="error-code",
+        )
+        return None
+    expect_equal(kind, "bash_code_execution_result", "the content's type", reason="content-type")
+    for field, kind_of in (("stdout", str), ("stderr", str), ("return_code", int), ("content", list)):
+        read(result, field, kind_of, where="a bash_code_execution_result")
+    return result
+
+
+@prop(
+    "CODE-001",
+    Level.MUST,
+    "A code execution call is answered by its sub-tool's result block, in its documented shape",
+    url=f"{DOCS}#response-format",
+    requirement="A bash_code_execution call (server_tool_use) is answered in the same response by "
+    "a bash_code_execution_tool_result whose content is a bash_code_execution_result {stdout, "
+    "stderr, return_code, content} (a command that prints prints it) or an error with a documented "
+    "code; a text_editor_code_execution create by a text_editor_code_execution_tool_result holding "
+    "a text_editor_code_execution_create_result {is_file_update} or a documented error.",
+    source="docs: agents-and-tools/tool-use/code-execution-tool (response format, errors); SDK: "
+    "BashCodeExecutionResultBlock, TextEditorCodeExecutionCreateResultBlock, the error code enums",
+    requires=("code_execution",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:tools[].type",
+        "block:server_tool_use",
+        "block:bash_code_execution_tool_result",
+        "block:text_editor_code_execution_tool_result",
+    ),
+)
+def test_code_001_result_blocks(target: Target) -> None:
+    """A bash call that prints a nonce, and a text editor create, each sent back to run."""
+    nonce = secrets.token_hex(4)
+    cases = Cases()
+    with cases.case("bash"):
+        tool_id = "srvtoolu_plumbline_bash"
+        message = create_json(
+            target, paused_call(target, "bash_code_execution", {"command": f"echo {nonce}"}, tool_id)
+        )
+        ran = expect_bash_result(result_for(message, tool_id, "bash_code_execution_tool_result"))
+        if ran is not None:
+            expect_equal(ran["stdout"], f"{nonce}\n", "stdout of `echo` (the command ran)", reason="stdout")
+            expect_equal(ran["return_code"], 0, "return_code of `echo`", reason="return-code")
+    with cases.case("text editor"):
+        tool_id = "srvtoolu_plumbline_edit"
+        create = {"command": "create", "path": f"plumbline-{nonce}.txt", "file_text": nonce}
+        message = create_json(target, paused_call(target, "text_editor_code_execution", create, tool_id))
+        result = result_for(message, tool_id, "text_editor_code_execution_tool_result")
+        kind = read(result, "type", str, where="a text_editor_code_execution_tool_result's content")
+        if kind == "text_editor_code_execution_tool_result_error":
+            code = read(result, "error_code", str, where="a text_editor_code_execution_tool_result_error")
+            expect(code in EDITOR_ERROR_CODES, "a documented error_code", code, reason="error-code")
+        else:
+            expect_equal(
+                kind, "text_editor_code_execution_create_result", "the content's type", reason="content-type"
+            )
+            read(result, "is_file_update", bool, where="a text_editor_code_execution_create_result")
+    cases.check()
+
+
+@prop(
+    "CODE-002",
+    Level.MUST,
+    "The response names its container, and a request that names it finds the container's files",
+    url=f"{DOCS}#reuse-containers",
+    requirement="A response whose turn ran code has a top-level container {id, expires_at (RFC "
+    "3339)}; a later request with `container` set to that id runs in the same container, so a "
+    "file the first call wrote is there to read.",
+    source='docs: agents-and-tools/tool-use/code-execution-tool — "the response also includes a '
+    'top-level container object with the container\'s id and expires_at"; "Each request runs in '
+    "a new container unless you pass an earlier response's container ID back\"; schema: "
+    "Message.container {id, expires_at}",
+    requires=("code_execution",),
+    covers=(
+        "endpoint:POST /v1/messages",
+        "request:container",
+        "response:container",
+        "response:container.id",
+        "response:container.expires_at",
+    ),
+)
+def test_code_002_container_reused(target: Target) -> None:
+    """Writes a nonce to a file, then reads it back in a request naming the container."""
+    nonce = secrets.token_hex(4)
+    write = paused_call(
+        target,
+        "bash_code_execution",
+        {"command": f"echo {nonce} > plumbline-note.txt"},
+        "srvtoolu_plumbline_w",
+    )
+    first = create_json(target, write)
+    written = expect_bash_result(result_for(first, "srvtoolu_plumbline_w", "bash_code_execution_tool_result"))
+    if written is None or written["return_code"] != 0:
+        not_judged("the command that writes the file did not run (judged by CODE-001)", judged_by="CODE-001")
+    container = read(first, "container", dict, where=MESSAGE)
+    container_id = read(container, "id", str, where="the Message's container")
+    expires = read(container, "expires_at", str, where="the Message's container")
+    expect(RFC3339.match(expires) is not None, "expires_at in RFC 3339", expires, reason="expires-at")
+    read_back = paused_call(
+        target,
+        "bash_code_execution",
+        {"command": "cat plumbline-note.txt"},
+        "srvtoolu_plumbline_r",
+        container=container_id,
+    )
+    second = create_json(target, read_back)
+    found = expect_bash_result(result_for(second, "srvtoolu_plumbline_r", "bash_code_execution_tool_result"))
+    expect(
+        found is not None and found["stdout"] == f"{nonce}\n",
+        f"the file written in container {container_id} read back ({nonce!r})",
+        found if found is None else {k: found[k] for k in ("stdout", "stderr", "return_code")},
+        reason="container-files",
+    )
+
+
+@prop(
+    "CODE-003",
+    Level.SHOULD,
+    "usage.server_tool_use.code_execution_requests counts the code runs",
+    url=f"{DOCS}#usage-and-pricing",
+    requirement="A response whose turn ran code counts the runs in usage.server_tool_use."
+    "code_execution_requests: as many as the code execution result blocks it holds.",
+    source='docs: agents-and-tools/tool-use/code-execution-tool — usage example "server_tool_use": '
+    '{"code_execution_requests": 1} (SDK 2.17 types only web_search_requests and web_fetch_requests)',
+    requires=("code_execution",),
+    covers=("endpoint:POST /v1/messages", "response:usage.server_tool_use"),
+)
+def test_code_003_usage_counts_runs(target: Target) -> None:
+    message = create_json(
+        target, paused_call(target, "bash_code_execution", {"command": "true"}, "srvtoolu_plumbline_u")
+    )
+    content = read(message, "content", list, where=MESSAGE)
+    runs = sum(
+        1
+        for b in content
+        if isinstance(b, dict) and str(b.get("type", "")).endswith("code_execution_tool_result")
+    )
+    usage = read(message, "usage", dict, where=MESSAGE)
+    tools = read(usage, "server_tool_use", dict, where="the Message's usage")
+    expect_equal(
+        tools.get("code_execution_requests"),
+        runs,
+        "usage.server_tool_use.code_execution_requests (the code execution result blocks)",
+        reason="count",
+    )

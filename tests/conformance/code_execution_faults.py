@@ -1,0 +1,47 @@
+"""The faults of the CODE-* properties (part of faults.fault_catalogue): how servers and
+gateways get code execution wrong: every sub-tool's result under the Python tool's block, a
+`container` the gateway does not pass on (each request a new container), and runs not counted
+in usage."""
+
+from __future__ import annotations
+
+from .fault_proxy import Fault, Request
+from .faults import JSONDict, message_json
+
+__all__ = ["code_execution_fault_catalogue"]
+
+
+def _python_blocks(_: Request, data: JSONDict) -> None:
+    """bash and text editor results as code_execution_tool_result (the 20250522 tool's block)."""
+    for block in data.get("content", []):
+        if isinstance(block, dict) and block.get("type") in (
+            "bash_code_execution_tool_result",
+            "text_editor_code_execution_tool_result",
+        ):
+            block["type"] = "code_execution_tool_result"
+
+
+def _container_dropped(request: Request) -> Request:
+    body = request.json
+    if request.path.startswith("/v1/messages") and isinstance(body, dict) and "container" in body:
+        return request.with_json({k: v for k, v in body.items() if k != "container"})
+    return request
+
+
+def _runs_not_counted(_: Request, data: JSONDict) -> None:
+    usage = data.get("usage")
+    tools = usage.get("server_tool_use") if isinstance(usage, dict) else None
+    if isinstance(tools, dict):
+        tools.pop("code_execution_requests", None)
+
+
+def code_execution_fault_catalogue() -> dict[str, Fault]:
+    return {
+        "CODE-001": Fault(
+            "bash and editor results under the Python tool's block", response=message_json(_python_blocks)
+        ),
+        "CODE-002": Fault(
+            "`container` not passed on (a new container each request)", request=_container_dropped
+        ),
+        "CODE-003": Fault("code runs not counted in usage", response=message_json(_runs_not_counted)),
+    }
