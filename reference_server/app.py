@@ -91,6 +91,8 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
         )
         # The Files API: metadata in SQLite, bytes beside it, in the data directory.
         app.state.files = await asyncio.to_thread(FileStore.open, settings.resolved_data_dir())
+        if code is not None:
+            code.files = app.state.files  # what code writes comes back as Files API files
         # Queue depth, batch size and the prompt cache's size, where the engine tells them.
         app.state.metrics = ServingMetrics(load=getattr(active, "load", None))
         app.state.started = time.monotonic()

@@ -7,6 +7,7 @@ and the answer (`Message` or stream events).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Collection, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
@@ -25,6 +26,7 @@ from reference_server.citations import (
     quoted_pieces,
 )
 from reference_server.citations.parser import Quoted
+from reference_server.code_execution.uploads import Upload, has_uploads, uploaded
 from reference_server.content import RenderedDocument
 from reference_server.context_management import (
     ClearedThinking,
@@ -79,6 +81,7 @@ from reference_server.server_tools.prepare import (
     request_tools,
     resume_call,
     server_tool_plan,
+    with_uploads,
 )
 from reference_server.stops import StopMatcher
 from reference_server.thinking import (
@@ -254,6 +257,9 @@ class MessagesService:
         check_model_behaviour(params, self.behaviour)
         check_container(params.container)
         params = await inlined(params, self.files)
+        uploads: tuple[Upload, ...] = ()
+        if has_uploads(params):  # container_upload: text for the model, files for the container
+            params, uploads = await asyncio.to_thread(uploaded, params, self.files)
         prompt, tool_uses = await self._managed_prompt(params, betas)
         card, tools, policy = prompt.card, prompt.tools, prompt.policy
         stops = check_stop_sequences(params.stop_sequences)
@@ -290,6 +296,8 @@ class MessagesService:
             named = params.container
             container = named.id if isinstance(named, ContainerParam) else named
             plan = await named_container(self.server_tools, plan, container)
+        plan = await with_uploads(self.server_tools, plan, uploads, self.files)
+        if plan is not None:
             prepared = replace(prepared, server_tools=plan)
             prepared = await resume_call(self, self.server_tools, prepared, params.messages)
         edits = await self._applied_edits(prompt, prepared.input_tokens, tool_uses)
@@ -340,6 +348,8 @@ class MessagesService:
     ) -> MessageTokensCount:
         check_version_rules(params, api_version(version))
         params = await inlined(params, self.files)
+        if has_uploads(params):  # counted as the text the model reads of them
+            params, _ = await asyncio.to_thread(uploaded, params, self.files)
         prompt, tool_uses = await self._managed_prompt(params, betas)
         request = EngineRequest(prompt.card.id, prompt.turns, 0, tools=prompt_tools(prompt.tools))
         tokens = await self._count(request, prompt.card.context_window)

@@ -972,11 +972,14 @@ def test_srvtool_015_run_or_refused(target: Target, features: Features) -> None:
     """Sends each tool's probe (conformance/features.py) and judges its answer, and the answer
     the run's detection got, made before any property (kept as evidence when it failed)."""
     cases = Cases()
+    # The detections that failed, recorded after every probe: the evidence keeps the last
+    # exchanges, and these are what the verdict is about.
+    failed_detections: list[Exchange] = []
     for feature, (shown, name) in SHOWN_BY.items():
         with cases.case(f"{name} ({feature})"):
             detected = features.support(feature)
             if detected.failed and detected.evidence is not None:
-                target.recorder.exchanges.append(Exchange.from_evidence(detected.evidence))
+                failed_detections.append(Exchange.from_evidence(detected.evidence))
             probed = features.probe(feature)
             failed = [s for s in (detected, probed) if s.failed]
             statuses = [(s.evidence or {}).get("response", {}).get("status") for s in failed]
@@ -993,4 +996,5 @@ def test_srvtool_015_run_or_refused(target: Target, features: Features) -> None:
                 reason="tool-not-run" if accepted else "probe-status",
                 subject=f"{name} accepted, not run" if accepted else f"a forced {name} call got {status}",
             )
+    target.recorder.exchanges.extend(failed_detections)
     cases.check()

@@ -79,7 +79,7 @@ GAP_REASONS: tuple[tuple[str, str], ...] = (
         "the Python tool's block (code_execution_20250522; the 2026 versions' Python runs): served,"
         " not judged yet",
     ),
-    ("block:container_upload", "files put into a code execution container are not served yet"),
+    ("block:container_upload", "files put into a code execution container: served, not judged yet"),
     (
         "request:container.id",
         "the object form of `container` (beta, with skills): CODE-002 sends the id string",

@@ -18,11 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import mimetypes
+import os
+import stat
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from reference_server.files.store import FileStore
 from reference_server.protocol import (
     BashCodeExecutionToolResultBlock,
     CodeExecutionToolResultBlock,
@@ -38,15 +43,25 @@ CodeResult = (
     CodeExecutionToolResultBlock | BashCodeExecutionToolResultBlock | TextEditorCodeExecutionToolResultBlock
 )
 _EDITOR = (Path(__file__).parent / "editor_main.py").read_text(encoding="utf-8")
+MAX_OUTPUT_FILES = 20  # files a run wrote, returned as Files API ids
+_SCAN_LIMIT = 10_000  # files of a container looked at for what a run wrote
 
 
 class CodeExecutor:
     """The server's code execution: its sandbox, its containers, the limits of one call."""
 
-    def __init__(self, sandbox: Sandbox, containers: ContainerStore, limits: Limits | None = None) -> None:
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        containers: ContainerStore,
+        limits: Limits | None = None,
+        files: FileStore | None = None,
+    ) -> None:
         self.sandbox = sandbox
         self.containers = containers
         self.limits = limits or Limits()
+        # Files a run writes become Files API files (downloadable); None: not returned.
+        self.files = files
 
     async def container(self, requested: str | None) -> Container:
         """The container a request names (`UnknownContainer`, `ContainerExpired`), or a new one."""
@@ -68,12 +83,16 @@ class CodeExecutor:
         if not isinstance(source, str) or not source.strip():
             return _error(name, tool_use_id, "invalid_tool_input")
         command = ["bash", "-c", source] if bash else [sys.executable, "-c", source]
+        before = await asyncio.to_thread(_snapshot, container.directory)
         done = await self.sandbox.run(command, policy, self.limits)
         if done.timed_out:
             return _error(name, tool_use_id, "execution_time_exceeded")
         if done.output_exceeded and bash:
             return _error(name, tool_use_id, "output_file_too_large")
-        content = _ran(done, self.limits, prefix="bash_" if bash else "")
+        prefix = "bash_" if bash else ""
+        content = _ran(done, self.limits, prefix)
+        written = await asyncio.to_thread(self._keep_written, container.directory, before)
+        content["content"] = [{"type": f"{prefix}code_execution_output", "file_id": fid} for fid in written]
         if bash:
             return BashCodeExecutionToolResultBlock(tool_use_id=tool_use_id, content=content)
         return CodeExecutionToolResultBlock(tool_use_id=tool_use_id, content=content)
@@ -93,6 +112,55 @@ class CodeExecutor:
         except ValueError:
             return _error(name, tool_use_id, "unavailable")
         return TextEditorCodeExecutionToolResultBlock(tool_use_id=tool_use_id, content=content)
+
+    def _keep_written(self, root: Path, before: dict[str, tuple[int, int]]) -> list[str]:
+        """The ids of the files the run created or changed, stored in the Files API (every
+        process of the run has ended: nothing changes them while they are read)."""
+        if self.files is None:
+            return []
+        after = _snapshot(root)
+        changed = sorted(rel for rel, seen in after.items() if before.get(rel) != seen)
+        ids = []
+        for rel in changed[:MAX_OUTPUT_FILES]:
+            data = _read_regular(root / rel, self.limits.file_bytes)
+            if data is None:
+                continue
+            kind = mimetypes.guess_type(rel)[0] or "application/octet-stream"
+            record = self.files.add(
+                [data], filename=Path(rel).name, mime_type=kind, now=time.time(), downloadable=True
+            )
+            ids.append(record.id)
+        return ids
+
+
+def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    """The container's regular files (links not followed): path -> (size, mtime)."""
+    seen: dict[str, tuple[int, int]] = {}
+    for top, _dirs, names in os.walk(root):
+        for name in names:
+            path = os.path.join(top, name)
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                seen[os.path.relpath(path, root)] = (info.st_size, info.st_mtime_ns)
+            if len(seen) >= _SCAN_LIMIT:
+                return seen
+    return seen
+
+
+def _read_regular(path: Path, limit: int) -> bytes | None:
+    """A regular file's bytes, never through a link (None: gone, a link, or past `limit`)."""
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(handle, "rb") as file:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        return file.read(limit + 1)[:limit]
 
 
 def _path() -> str:

@@ -43,7 +43,8 @@ def _limit(request: AnyRequest) -> int:
 
 
 def file_metadata(record: FileRecord) -> dict[str, Any]:
-    """A FileMetadata object (RFC 3339 `created_at`; uploads are never downloadable)."""
+    """A FileMetadata object (RFC 3339 `created_at`; uploads are never downloadable, files code
+    execution wrote are)."""
     created = datetime.fromtimestamp(record.created_at, UTC).isoformat().replace("+00:00", "Z")
     return {
         "id": record.id,
@@ -52,7 +53,7 @@ def file_metadata(record: FileRecord) -> dict[str, Any]:
         "mime_type": record.mime_type,
         "size_bytes": record.size_bytes,
         "created_at": created,
-        "downloadable": False,
+        "downloadable": record.downloadable,
     }
 
 
@@ -166,9 +167,14 @@ async def delete_file(request: AnyRequest) -> Response[Any]:
 @get(["/v1/files/{file_id:str}/content"])
 async def download_file(request: AnyRequest) -> Response[Any]:
     file_id = request.path_params["file_id"]
-    _found(await asyncio.to_thread(_store(request).get, file_id), file_id)
-    # As the API: files a client uploaded cannot be downloaded back (this server's tools make none).
-    raise InvalidRequestError(f"file_id: file {file_id!r} is not downloadable (it was uploaded)")
+    record = _found(await asyncio.to_thread(_store(request).get, file_id), file_id)
+    # As the API: files a client uploaded cannot be downloaded back; files code wrote can.
+    if not record.downloadable:
+        raise InvalidRequestError(f"file_id: file {file_id!r} is not downloadable (it was uploaded)")
+    found = await asyncio.to_thread(_store(request).read, file_id)
+    record, data = _found(found[0] if found else None, file_id), found[1] if found else b""
+    disposition = f'attachment; filename="{record.filename}"'
+    return Response(data, media_type=record.mime_type, headers={"content-disposition": disposition})
 
 
 file_route_handlers = [upload_file, list_files, get_file, delete_file, download_file]

@@ -56,6 +56,11 @@ class FileRecord:
     mime_type: str
     size_bytes: int
     created_at: float
+    downloadable: bool = False  # a file code execution wrote (uploads are never downloadable)
+
+
+def _record(row: tuple[str, str, str, int, float, int]) -> FileRecord:
+    return FileRecord(*row[:5], downloadable=bool(row[5]))
 
 
 class FileStore:
@@ -75,6 +80,10 @@ class FileStore:
         connection.execute("PRAGMA journal_mode=WAL")
         connection.execute("PRAGMA synchronous=FULL")
         connection.executescript(_SCHEMA)
+        columns = {row[1] for row in connection.execute("PRAGMA table_info(files)")}
+        if "downloadable" not in columns:  # a store written before code execution's files
+            with connection:
+                connection.execute("ALTER TABLE files ADD COLUMN downloadable INTEGER NOT NULL DEFAULT 0")
         store = cls(directory, connection)
         store._sweep()
         return store
@@ -91,8 +100,17 @@ class FileStore:
             if path.name.startswith(_TEMP_PREFIX) or path.name not in live:
                 path.unlink(missing_ok=True)
 
-    def add(self, chunks: Iterable[bytes], *, filename: str, mime_type: str, now: float) -> FileRecord:
-        """Store an upload's bytes, then list it; returns its record."""
+    def add(
+        self,
+        chunks: Iterable[bytes],
+        *,
+        filename: str,
+        mime_type: str,
+        now: float,
+        downloadable: bool = False,
+    ) -> FileRecord:
+        """Store an upload's bytes (or a file code wrote: `downloadable`), then list it; returns
+        its record."""
         file_id = new_file_id()
         handle, temp = tempfile.mkstemp(prefix=_TEMP_PREFIX, dir=self._blobs)
         try:
@@ -107,22 +125,23 @@ class FileStore:
         except BaseException:
             Path(temp).unlink(missing_ok=True)
             raise
-        record = FileRecord(file_id, filename, mime_type, size, now)
+        record = FileRecord(file_id, filename, mime_type, size, now, downloadable)
         with self._lock, self._db:
             self._db.execute(
-                "INSERT INTO files (id, filename, mime_type, size_bytes, created_at) VALUES (?, ?, ?, ?, ?)",
-                (file_id, filename, mime_type, size, now),
+                "INSERT INTO files (id, filename, mime_type, size_bytes, created_at, downloadable)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (file_id, filename, mime_type, size, now, int(downloadable)),
             )
         return record
 
     def get(self, file_id: str) -> FileRecord | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT id, filename, mime_type, size_bytes, created_at FROM files"
+                "SELECT id, filename, mime_type, size_bytes, created_at, downloadable FROM files"
                 " WHERE id = ? AND deleted = 0",
                 (file_id,),
             ).fetchone()
-        return FileRecord(*row) if row else None
+        return _record(row) if row else None
 
     def read(self, file_id: str) -> tuple[FileRecord, bytes] | None:
         """A listed file's record and bytes (None: unknown or deleted)."""
@@ -159,11 +178,11 @@ class FileStore:
                 order = "DESC" if after_id is not None else "ASC"
                 args.append(row[0])
             rows = self._db.execute(
-                "SELECT id, filename, mime_type, size_bytes, created_at FROM files"
+                "SELECT id, filename, mime_type, size_bytes, created_at, downloadable FROM files"
                 f" WHERE deleted = 0 {clause} ORDER BY seq {order} LIMIT ?",
                 (*args, limit + 1),
             ).fetchall()
-        records = [FileRecord(*row) for row in rows[:limit]]
+        records = [_record(row) for row in rows[:limit]]
         if order == "ASC":
             records.reverse()
         return records, len(rows) > limit

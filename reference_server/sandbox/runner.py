@@ -79,6 +79,10 @@ class Sandbox:
             os.chown(workdir, uid, uid)
             os.chmod(workdir, 0o700)
 
+    def owner(self, workdir: Path) -> int | None:
+        """The user a directory's runs run as, where it is its own (a root server's)."""
+        return self.uid(workdir) if self.root else None
+
     @staticmethod
     def uid(workdir: Path) -> int:
         digest = hashlib.sha256(str(workdir.resolve()).encode()).digest()

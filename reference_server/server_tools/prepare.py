@@ -6,13 +6,16 @@ loop (loop.py) runs on, and a turn paused before the server ran a call, resumed 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from reference_server.code_execution import ContainerExpired, UnknownContainer
+from reference_server.code_execution.uploads import Upload, place
 from reference_server.engine.base import Turn
 from reference_server.errors import InvalidRequestError, NotFoundError
+from reference_server.files.store import FileStore
 from reference_server.prepared import PreparedMessage
 from reference_server.protocol import MessageParam, PromptParams
 from reference_server.tools.definitions import (
@@ -28,7 +31,15 @@ from .history import loaded_tools, pending_call
 from .loop import ServerToolRuntime, TurnHost, TurnState, next_generation
 from .plan import ServerToolPlan
 
-__all__ = ["check_served", "mcp_tools", "named_container", "request_tools", "resume_call", "server_tool_plan"]
+__all__ = [
+    "check_served",
+    "mcp_tools",
+    "named_container",
+    "request_tools",
+    "resume_call",
+    "server_tool_plan",
+    "with_uploads",
+]
 
 
 async def mcp_tools(
@@ -112,6 +123,32 @@ async def named_container(
             " to get a new one"
         ) from None
     return replace(plan, container=found)
+
+
+async def with_uploads(
+    runtime: ServerToolRuntime,
+    plan: ServerToolPlan | None,
+    uploads: tuple[Upload, ...],
+    files: FileStore | None,
+) -> ServerToolPlan | None:
+    """The plan with the request's container_upload files written into its container (the one
+    it names, else a new one); a 400 when no code execution tool may run."""
+    if not uploads:
+        return plan
+    code = runtime.code
+    if (
+        plan is None
+        or code is None
+        or files is None
+        or not any(isinstance(tool.server, CodeExecutionConfig) for tool in plan.tools)
+    ):
+        raise InvalidRequestError(
+            "container_upload blocks need a code execution tool in `tools` that the model may call"
+        )
+    container = plan.container or await code.container(None)
+    owner = code.sandbox.owner(container.directory)
+    await asyncio.to_thread(place, uploads, container, files, owner)
+    return replace(plan, container=container)
 
 
 async def resume_call(

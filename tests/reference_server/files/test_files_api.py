@@ -214,3 +214,32 @@ def test_citations_of_a_file_document_in_a_tool_result_name_the_file(tmp_path: P
     assert response.status_code == 200, response.text
     citations = [block["citations"][0] for block in response.json()["content"]]
     assert [(c["document_index"], c["file_id"]) for c in citations] == [(0, meta["id"]), (1, None)]
+
+
+def test_a_store_written_before_downloadable_files_keeps_every_row(tmp_path: Path) -> None:
+    """A files.sqlite3 of the schema before code execution (no `downloadable` column) opens with
+    its rows and bytes, each not downloadable."""
+    import sqlite3
+
+    (tmp_path / "files").mkdir()
+    old = sqlite3.connect(tmp_path / "files.sqlite3")
+    old.executescript(
+        "CREATE TABLE files (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,"
+        " filename TEXT NOT NULL, mime_type TEXT NOT NULL, size_bytes INTEGER NOT NULL,"
+        " created_at REAL NOT NULL, deleted INTEGER NOT NULL DEFAULT 0);"
+        "INSERT INTO files (id, filename, mime_type, size_bytes, created_at)"
+        " VALUES ('file_old', 'notes.txt', 'text/plain', 5, 1.0);"
+    )
+    old.commit()
+    old.close()
+    (tmp_path / "files" / "file_old").write_bytes(b"hello")
+    store = FileStore.open(tmp_path)
+    try:
+        found = store.read("file_old")
+        assert found is not None
+        record, data = found
+        assert (record.filename, record.downloadable, data) == ("notes.txt", False, b"hello")
+        new = store.add([b"x"], filename="out.txt", mime_type="text/plain", now=2.0, downloadable=True)
+        assert store.get(new.id) == new
+    finally:
+        store.close()

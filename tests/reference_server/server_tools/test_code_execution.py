@@ -230,3 +230,52 @@ def test_code_execution_is_refused_with_the_reason_when_off_or_without_a_sandbox
         assert (
             client.get("/v1/models").json()["data"][0]["capabilities"]["code_execution"]["supported"] is True
         )
+
+
+def test_files_the_code_writes_come_back_as_downloadable_files(tmp_path):
+    write = bash("mkdir -p out && printf 'a,b\\n1,2\\n' > out/table.csv && ln -s /etc/hostname out/link")
+    client, _ = code_client(calling(write, bash("cat out/table.csv")), tmp_path)
+    with client:
+        message = client.post("/v1/messages", json=body([CODE_2508], "Write", max_tokens=2000)).json()
+        first, second = [
+            b["content"] for b in message["content"] if b["type"] == "bash_code_execution_tool_result"
+        ]
+        (output,) = first["content"]  # the file, not the link
+        assert output["type"] == "bash_code_execution_output"
+        assert second["content"] == []  # a run that writes nothing returns no file
+        metadata = client.get(f"/v1/files/{output['file_id']}").json()
+        assert (metadata["filename"], metadata["mime_type"]) == ("table.csv", "text/csv")
+        assert metadata["downloadable"] is True
+        download = client.get(f"/v1/files/{output['file_id']}/content")
+        assert download.status_code == 200
+        assert download.content == b"a,b\n1,2\n"
+
+
+def test_a_container_upload_puts_the_file_in_the_container(tmp_path):
+    client, engine = code_client(calling(bash("cat data.csv; ls")), tmp_path)
+    with client:
+        uploaded = client.post(
+            "/v1/files",
+            files={"file": ("data.csv", b"x,y\n1,2\n", "text/csv")},
+            headers={"anthropic-beta": "files-api-2025-04-14"},
+        ).json()
+        content = [
+            {"type": "text", "text": "Read the table."},
+            {"type": "container_upload", "file_id": uploaded["id"]},
+        ]
+        message = client.post("/v1/messages", json=body([CODE_2508], content)).json()
+        counted = client.post(
+            "/v1/messages/count_tokens",
+            json={k: v for k, v in body([CODE_2508], content).items() if k != "max_tokens"},
+        )
+        assert counted.status_code == 200
+        unknown = client.post(
+            "/v1/messages", json=body([CODE_2508], [{"type": "container_upload", "file_id": "file_nope"}])
+        )
+        assert_error(unknown, 404, "not_found_error")
+        without = client.post("/v1/messages", json=body([], content))
+        refused(without, "container_upload blocks need a code execution tool")
+    ran = message["content"][1]["content"]
+    assert ran["stdout"] == "x,y\n1,2\ndata.csv\n"
+    assert ran["content"] == []  # an upload is not a file the run wrote
+    assert "/workspace/data.csv" in engine.requests[0].turns[0].text  # the model is told where it is
