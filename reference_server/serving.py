@@ -179,6 +179,11 @@ class MessagesService:
         card = self._card(params)
         tools, policy, loaded = request_tools(params, offered)
         check_served(self.server_tools, tools)
+        if not card.vision and any(tool.images for tool in tools):
+            raise InvalidRequestError(
+                f"tools: computer use needs a model that reads images (its results are screenshots);"
+                f" {params.model} is text-only"
+            )
         check_cache_breakpoints(params)
         thinking = plan_thinking(params, betas)
         edits = plan_context_edits(params, betas)

@@ -333,7 +333,8 @@ def _message_turns(
             texts.append(("", block.cache_control))
         elif isinstance(block, ToolResultBlockParam):
             nested = partial(_nested_in_result, media=media, file_ids=block._file_ids)
-            turn = tool_result_turn(block, block_path, names[block.tool_use_id], tools, nested)
+            image = partial(_result_image, media=media)
+            turn = tool_result_turn(block, block_path, names[block.tool_use_id], tools, nested, image)
             results.append(replace(turn, cache_marks=_marks(block.cache_control, len(turn.text))))
         elif isinstance(block, ServerContentBlockParam) and block.type in CALL_TYPES:
             call = server_call(block, block_path, message.role)
@@ -376,6 +377,15 @@ def _document_text(block: DocumentBlockParam, path: str, media: _Media) -> str:
     if document.kind == "pdf":
         media.pdf_pages += len(document.pages)
     return document.text
+
+
+def _result_image(item: dict[str, Any], path: str, *, media: _Media) -> ImagePart | None:
+    """An image inside a tool_result (a computer use screenshot), checked as the API checks
+    images, for a vision model; None on a text-only one (refused as before, in words)."""
+    if not media.vision:
+        return None
+    block = _nested(ImageBlockParam, item, path)
+    return _image_part(block, check_image(block, path, image_count=media.images))
 
 
 def _nested_in_result(

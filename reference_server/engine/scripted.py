@@ -52,7 +52,9 @@ class ScriptedEngine:
         token_delay: float = 0.0,
         fail_after: int | None = None,
         max_pending: int | None = None,
+        vision: bool = False,
     ) -> None:
+        """`vision`: the card says the model reads images (they reach `reply` as turns' images)."""
         self._reply = reply
         self._card = ModelCard(
             id=model_id,
@@ -60,6 +62,7 @@ class ScriptedEngine:
             created_at=datetime(2026, 1, 1, tzinfo=UTC),
             context_window=context_window,
             max_output_tokens=context_window,
+            vision=vision,
         )
         self.first_token_delay = first_token_delay
         self.token_delay = token_delay

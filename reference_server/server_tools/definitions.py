@@ -2,9 +2,10 @@
 fetch, web search when a provider is configured, code execution when the server runs it in a
 sandbox) checked field by field, and the ones it does not run refused with a 400 naming them.
 
-Computer use needs an isolated desktop and the advisor another model: each is refused, and
-`/v1/models` capabilities say so. A code execution tool is several tools to the model (bash and
-the text editor from 20250825, Python from 20250522 and again from 20260120).
+The advisor needs another model and the first computer use version is not served: each is
+refused (computer use's 20250124 and 20251124 versions are client tools: tools/builtin.py). A
+code execution tool is several tools to the model (bash and the text editor from 20250825,
+Python from 20250522 and again from 20260120).
 """
 
 from __future__ import annotations
@@ -72,10 +73,7 @@ NO_SEARCH_PROVIDER = (
 
 # Server tools this server does not run, and why (the 400 says it).
 REFUSED_TOOL_TYPES: dict[str, str] = {
-    **dict.fromkeys(
-        ("computer_20241022", "computer_20250124", "computer_20251124"),
-        "computer use needs an isolated desktop this server does not have",
-    ),
+    "computer_20241022": "computer use is served in its 20250124 and 20251124 versions",
     "advisor_20260301": "the advisor tool needs a second model this server does not serve",
 }
 

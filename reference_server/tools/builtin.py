@@ -1,4 +1,4 @@
-"""Anthropic-defined client tools: bash, the text editor and memory.
+"""Anthropic-defined client tools: bash, the text editor, memory and computer use.
 
 The client runs them; the server only needs what the API fixes for each type: its name (a
 `name` that differs is a 400, as the API answers) and the input the model must write, given
@@ -17,7 +17,7 @@ from reference_server.errors import InvalidRequestError
 from reference_server.protocol import CacheControlEphemeralParam
 from reference_server.server_tools.definitions import checked_param
 
-__all__ = ["CLIENT_TOOL_TYPES", "builtin_client_tool"]
+__all__ = ["CLIENT_TOOL_TYPES", "COMPUTER_TYPES", "builtin_client_tool"]
 
 _STRING = {"type": "string"}
 _LINE = {"type": "integer", "minimum": 0}
@@ -86,7 +86,31 @@ _TOOLS: dict[str, tuple[str, str, dict[str, Any]]] = {
     ),
 }
 
-CLIENT_TOOL_TYPES = frozenset(_TOOLS)
+# Computer use (beta): its input schema depends on the display (coordinates inside it), so it
+# is built per request (`_computer`). Actions as the computer use docs list them; 20250124
+# added the mouse-button, scroll, hold and wait actions to the first version's, 20251124 zoom.
+_ACTIONS_20250124 = [
+    "screenshot",
+    "left_click",
+    "type",
+    "key",
+    "mouse_move",
+    "cursor_position",
+    "scroll",
+    "left_click_drag",
+    "right_click",
+    "middle_click",
+    "double_click",
+    "triple_click",
+    "left_mouse_down",
+    "left_mouse_up",
+    "hold_key",
+    "wait",
+]
+COMPUTER_TYPES = {"computer_20250124": _ACTIONS_20250124, "computer_20251124": [*_ACTIONS_20250124, "zoom"]}
+_COMPUTER = "Control the computer's screen, mouse and keyboard; a screenshot shows the screen."
+
+CLIENT_TOOL_TYPES = frozenset(_TOOLS) | frozenset(COMPUTER_TYPES)
 
 Caller = Literal["direct", "code_execution_20250825", "code_execution_20260120", "code_execution_20260521"]
 
@@ -106,9 +130,60 @@ class _BuiltinToolParam(BaseModel):
     max_characters: Annotated[int, Field(ge=1)] | None = None  # text_editor_20250728 only
 
 
+class _ComputerParam(_BuiltinToolParam):
+    """SDK 2.17's `BetaToolComputerUse20250124Param` / `...20251124Param`."""
+
+    display_width_px: Annotated[int, Field(ge=1)]
+    display_height_px: Annotated[int, Field(ge=1)]
+    display_number: Annotated[int, Field(ge=0)] | None = None
+    enable_zoom: StrictBool | None = None  # computer_20251124 only
+
+
+def _point(width: int, height: int) -> dict[str, Any]:
+    """[x, y] inside the display."""
+    return {
+        "type": "array",
+        "prefixItems": [
+            {"type": "integer", "minimum": 0, "maximum": width - 1},
+            {"type": "integer", "minimum": 0, "maximum": height - 1},
+        ],
+        "minItems": 2,
+        "maxItems": 2,
+    }
+
+
+def _computer(kind: str, tool: _ComputerParam) -> dict[str, Any]:
+    """The action schema of a computer tool on its display: coordinates inside the screen, zoom
+    only where enabled."""
+    width, height = tool.display_width_px, tool.display_height_px
+    actions = [a for a in COMPUTER_TYPES[kind] if a != "zoom" or tool.enable_zoom]
+    point = _point(width, height)
+    properties: dict[str, Any] = {
+        "action": {"type": "string", "enum": actions},
+        "coordinate": point,
+        "start_coordinate": point,
+        "text": _STRING,
+        "key": _STRING,
+        "scroll_direction": {"type": "string", "enum": ["up", "down", "left", "right"]},
+        "scroll_amount": {"type": "integer", "minimum": 0},
+        "duration": {"type": "number", "minimum": 0},
+    }
+    if "zoom" in actions:
+        x, y = point["prefixItems"]
+        properties["region"] = {"type": "array", "prefixItems": [x, y, x, y], "minItems": 4, "maxItems": 4}
+    return {"type": "object", "properties": properties, "required": ["action"]}
+
+
 def builtin_client_tool(raw: dict[str, Any], path: str) -> tuple[str, str, dict[str, Any], bool]:
     """A checked Anthropic-defined client tool: (name, description, input schema, deferred)."""
     kind = raw["type"]
+    if kind in COMPUTER_TYPES:
+        computer = checked_param(_ComputerParam, raw, path)
+        if computer.name != "computer":
+            raise InvalidRequestError(f"{path}.name: Input should be 'computer'")
+        if computer.enable_zoom is not None and kind != "computer_20251124":
+            raise InvalidRequestError(f"{path}.enable_zoom: Extra inputs are not permitted")
+        return "computer", _COMPUTER, _computer(kind, computer), bool(computer.defer_loading)
     name, description, schema = _TOOLS[kind]
     tool = checked_param(_BuiltinToolParam, raw, path)
     if tool.name != name:

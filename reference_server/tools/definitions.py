@@ -30,7 +30,7 @@ from reference_server.server_tools.definitions import (
     checked_param,
     server_tools,
 )
-from reference_server.tools.builtin import CLIENT_TOOL_TYPES, builtin_client_tool
+from reference_server.tools.builtin import CLIENT_TOOL_TYPES, COMPUTER_TYPES, builtin_client_tool
 
 __all__ = ["ToolDefinition", "ToolPolicy", "check_unique", "parse_tools", "prompt_tools", "tool_policy"]
 
@@ -64,6 +64,7 @@ class ToolDefinition:
     strict: bool
     deferred: bool = False  # defer_loading: not in the prompt until a tool search finds it
     server: ServerToolConfig | None = None
+    images: bool = False  # its results are screenshots: computer use needs a vision model
 
     def spec(self) -> ToolSpec:
         return ToolSpec(self.name, self.description, self.input_schema)
@@ -77,7 +78,9 @@ def parse_tools(tools: Sequence[dict[str, Any]] | None) -> tuple[ToolDefinition,
         path = f"tools.{index}"
         if kind in CLIENT_TOOL_TYPES:
             name, description, schema, deferred = builtin_client_tool(raw, path)
-            parsed.append(ToolDefinition(name, description, schema, True, deferred))
+            parsed.append(
+                ToolDefinition(name, description, schema, True, deferred, images=kind in COMPUTER_TYPES)
+            )
         elif kind == "mcp_toolset":
             check_toolset(raw, path)  # offers an MCP server's tools (server_tools/mcp.py): no tool
         elif kind in SERVED_TOOL_TYPES or kind in REFUSED_TOOL_TYPES:

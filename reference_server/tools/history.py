@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from reference_server.engine.base import ToolCall, Turn
+from reference_server.engine.base import ImagePart, ToolCall, Turn
 from reference_server.engine.toolformat import tool_function
 from reference_server.errors import InvalidRequestError
 from reference_server.protocol import MessageParam, ToolResultBlockParam, ToolUseBlockParam
@@ -113,18 +113,27 @@ def tool_result_turn(
     name: str,
     tools: Mapping[str, ToolDefinition] | None = None,
     nested: NestedReader | None = None,
+    image: Callable[[dict[str, Any], str], ImagePart | None] | None = None,
 ) -> Turn:
     """A tool_result as a `tool` turn: its string content, or its blocks' text joined; a
     `tool_reference` (a client-side tool search's answer) shows the tool's definition, which
     makes it callable (server_tools/history.py `loaded_tools`); other blocks are read by
-    `nested` (search results and documents, citable like the same blocks in user content)."""
+    `nested` (search results and documents, citable like the same blocks in user content), and
+    images by `image` on a vision model (a computer use screenshot: the turn's images)."""
     content = block.content
+    images: list[ImagePart] = []
     if content is None or isinstance(content, str):
         text = content or ""
     else:
         texts = []
         for position, item in enumerate(content):
             kind = item.get("type")
+            seen = (
+                image(item, f"{path}.content.{position}") if image is not None and kind == "image" else None
+            )
+            if seen is not None:
+                images.append(seen)
+                continue
             if kind == "tool_reference" and isinstance(item.get("tool_name"), str):
                 texts.append(reference_text(item["tool_name"], tools or {}))
                 continue
@@ -139,4 +148,11 @@ def tool_result_turn(
                 )
             texts.append(item["text"])
         text = "\n\n".join(texts)
-    return Turn("tool", text, tool_call_id=block.tool_use_id, name=name, is_error=bool(block.is_error))
+    return Turn(
+        "tool",
+        text,
+        tool_call_id=block.tool_use_id,
+        name=name,
+        is_error=bool(block.is_error),
+        images=tuple(images),
+    )

@@ -99,3 +99,67 @@ def test_images_in_assistant_turns_are_refused(client: anthropic.Anthropic) -> N
     messages = [*ask(), {"role": "assistant", "content": [image((1, 2, 3))]}]
     with pytest.raises(anthropic.BadRequestError, match="image input is not supported"):
         create(client, messages)
+
+
+def test_computer_use_calls_stay_on_the_display_and_screenshots_are_read(client: anthropic.Anthropic) -> None:
+    """computer_20251124 on the vision model: the forced call is an action of the documented
+    set with its coordinates inside the display; a screenshot sent back in the tool_result is
+    read (counted as an image: more input tokens than the same result without it)."""
+    tool = {"type": "computer_20251124", "name": "computer", "display_width_px": 64, "display_height_px": 48}
+    asked = [{"role": "user", "content": "Click the red square."}]
+    call = client.beta.messages.create(
+        model=MODEL,
+        max_tokens=60,
+        extra_body={"temperature": 0.0},
+        messages=asked,
+        tools=[tool],
+        tool_choice={"type": "tool", "name": "computer"},
+        betas=["computer-use-2025-11-24"],
+    )
+    (use,) = [b for b in call.content if b.type == "tool_use"]
+    assert use.name == "computer"
+    assert use.input["action"] in (
+        "screenshot",
+        "left_click",
+        "type",
+        "key",
+        "mouse_move",
+        "cursor_position",
+        "scroll",
+        "left_click_drag",
+        "right_click",
+        "middle_click",
+        "double_click",
+        "triple_click",
+        "left_mouse_down",
+        "left_mouse_up",
+        "hold_key",
+        "wait",
+    )
+    for key in ("coordinate", "start_coordinate"):
+        if key in use.input and call.stop_reason != "max_tokens":
+            x, y = use.input[key]
+            assert 0 <= x < 64
+            assert 0 <= y < 48
+    if call.stop_reason == "max_tokens":
+        return  # a cut call is not sent back
+
+    def result(*content: dict[str, Any]) -> list[dict[str, Any]]:
+        done = {
+            "type": "tool_result",
+            "tool_use_id": use.id,
+            "content": [{"type": "text", "text": "done"}, *content],
+        }
+        return [
+            *asked,
+            {"role": "assistant", "content": [use.model_dump()]},
+            {"role": "user", "content": [done]},
+        ]
+
+    counted = [
+        client.beta.messages.count_tokens(
+            model=MODEL, messages=messages, tools=[tool], betas=["computer-use-2025-11-24"]
+        ).input_tokens
+        for messages in (result(), result(image((255, 0, 0), (64, 48))))
+    ]
+    assert counted[1] > counted[0]
