@@ -14,6 +14,7 @@ import pytest
 from PIL import Image
 
 from conformance.wire.launcher import reference_server
+from reference_server.tools.builtin import COMPUTER_TYPES
 
 # One worker runs this module (pytest-xdist): its servers start once, not once per worker.
 pytestmark = [pytest.mark.mlx, pytest.mark.xdist_group("images_vlm_e2e")]
@@ -118,24 +119,7 @@ def test_computer_use_calls_stay_on_the_display_and_screenshots_are_read(client:
     )
     (use,) = [b for b in call.content if b.type == "tool_use"]
     assert use.name == "computer"
-    assert use.input["action"] in (
-        "screenshot",
-        "left_click",
-        "type",
-        "key",
-        "mouse_move",
-        "cursor_position",
-        "scroll",
-        "left_click_drag",
-        "right_click",
-        "middle_click",
-        "double_click",
-        "triple_click",
-        "left_mouse_down",
-        "left_mouse_up",
-        "hold_key",
-        "wait",
-    )
+    assert use.input["action"] in COMPUTER_TYPES["computer_20251124"]  # the documented actions
     for key in ("coordinate", "start_coordinate"):
         if key in use.input and call.stop_reason != "max_tokens":
             x, y = use.input[key]
