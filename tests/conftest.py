@@ -37,7 +37,8 @@ def _one_blas_thread() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def smollm2_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Our server on the embedded SmolLM2, a model that ends its turns by itself: no key (any
-    key is accepted), pings every 0.5 s."""
+    key is accepted), pings every 0.5 s, code execution on (test_code_execution_e2e.py)."""
     log = tmp_path_factory.mktemp("smollm2") / "server.log"
-    with reference_server("smollm2-135m-instruct", log=log, args=["--ping-interval", "0.5"]) as url:
+    args = ["--ping-interval", "0.5", "--code-execution"]
+    with reference_server("smollm2-135m-instruct", log=log, args=args) as url:
         yield url

@@ -7,17 +7,13 @@ writes when the tool is forced, run and counted in usage."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
 import pytest
 
-from conformance.wire.launcher import reference_server
-
 pytestmark = [
     pytest.mark.mlx,
-    pytest.mark.xdist_group("code_execution_e2e"),
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bubblewrap is Linux's sandbox"),
 ]
 LEGACY = {"anthropic-version": "2023-06-01"}
@@ -25,11 +21,11 @@ CODE = {"type": "code_execution_20250825", "name": "code_execution"}
 MODEL = "smollm2-135m-instruct"
 
 
-@pytest.fixture(scope="module")
-def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    log = tmp_path_factory.mktemp("code") / "server.log"
-    with reference_server(MODEL, log=log, args=["--code-execution"]) as found:
-        yield found
+@pytest.fixture
+def url(smollm2_url: str) -> str:
+    """The session's SmolLM2 server (tests/conftest.py), started with --code-execution: no
+    server of this module's own."""
+    return smollm2_url
 
 
 def create(url: str, **fields: Any) -> Any:
