@@ -6,7 +6,7 @@ in usage."""
 from __future__ import annotations
 
 from .fault_proxy import Fault, Request
-from .faults import JSONDict, message_json
+from .faults import JSONDict, message_json, strip
 
 __all__ = ["code_execution_fault_catalogue"]
 
@@ -19,13 +19,6 @@ def _python_blocks(_: Request, data: JSONDict) -> None:
             "text_editor_code_execution_tool_result",
         ):
             block["type"] = "code_execution_tool_result"
-
-
-def _container_dropped(request: Request) -> Request:
-    body = request.json
-    if request.path.startswith("/v1/messages") and isinstance(body, dict) and "container" in body:
-        return request.with_json({k: v for k, v in body.items() if k != "container"})
-    return request
 
 
 def _runs_not_counted(_: Request, data: JSONDict) -> None:
@@ -41,7 +34,8 @@ def code_execution_fault_catalogue() -> dict[str, Fault]:
             "bash and editor results under the Python tool's block", response=message_json(_python_blocks)
         ),
         "CODE-002": Fault(
-            "`container` not passed on (a new container each request)", request=_container_dropped
+            "`container` not passed on (a new container each request)",
+            request=strip("container", "/v1/messages"),
         ),
         "CODE-003": Fault("code runs not counted in usage", response=message_json(_runs_not_counted)),
     }

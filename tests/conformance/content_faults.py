@@ -12,7 +12,16 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .fault_proxy import Fault, Request, Response
-from .faults import JSONDict, edit_payloads, error, fake_message, message_json, status_instead, when_error
+from .faults import (
+    JSONDict,
+    edit_payloads,
+    error,
+    fake_message,
+    message_json,
+    status_instead,
+    strip,
+    when_error,
+)
 
 __all__ = ["EXTRA_CONTENT_FAULTS", "content_fault_catalogue"]
 
@@ -62,14 +71,6 @@ def _uncounted(kind: str) -> Callable[[Request], Request]:
         return request.with_json(body)
 
     return apply
-
-
-def _without_edits(request: Request) -> Request:
-    """count_tokens that ignores context_management: it counts the whole history."""
-    body = request.json
-    if request.path.startswith(COUNT_PATH) and isinstance(body, dict) and "context_management" in body:
-        return request.with_json({k: v for k, v in body.items() if k != "context_management"})
-    return request
 
 
 def _asks_citations(body: Any) -> bool:
@@ -269,6 +270,6 @@ def content_fault_catalogue() -> dict[str, Fault]:
             "cleared_tool_uses counts the kept call",
             response=_recount("clear_tool_uses_20250919", "cleared_tool_uses"),
         ),
-        "CTX-004": Fault("count_tokens ignores the edits", request=_without_edits),
+        "CTX-004": Fault("count_tokens ignores the edits", request=strip("context_management", COUNT_PATH)),
         "CTX-005": Fault("edits the model lacks silently ignored", response=accept),
     }

@@ -210,10 +210,13 @@ def _crash_on_queries(request: Request, response: Response) -> Response:
     return error(500, "api_error") if request.path.startswith("/v1/models?") else response
 
 
-def _strip(field: str) -> Callable[[Request], Request]:
+def strip(field: str, path: str = "") -> Callable[[Request], Request]:
+    """Requests whose path starts with `path` forwarded without `field` (a gateway that drops
+    what it cannot translate)."""
+
     def apply(request: Request) -> Request:
         data = request.json
-        if isinstance(data, dict) and field in data:
+        if request.path.startswith(path) and isinstance(data, dict) and field in data:
             return request.with_json({k: v for k, v in data.items() if k != field})
         return request
 
@@ -753,14 +756,14 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
                 lambda b: any(str(t.get("type", "")).startswith("web_fetch") for t in _tools_of(b))
             ),
         ),
-        "TOKENS-003": Fault("system ignored (CLIProxyAPI #679)", request=_strip("system")),
+        "TOKENS-003": Fault("system ignored (CLIProxyAPI #679)", request=strip("system")),
         "TOKENS-004": Fault(
             "count_tokens missing (LiteLLM #13252)",
             request=lambda r: (
                 error(404, "not_found_error") if r.path.startswith("/v1/messages/count_tokens") else r
             ),
         ),
-        "TOKENS-005": Fault("create-only fields accepted", request=_strip("max_tokens")),
+        "TOKENS-005": Fault("create-only fields accepted", request=strip("max_tokens")),
         "TOKENS-006": Fault(
             "count_tokens never fails",
             response=lambda r, resp: (

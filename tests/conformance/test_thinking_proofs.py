@@ -18,7 +18,7 @@ from conformance.properties import load_all
 
 from . import scripted_target
 from .fault_proxy import Fault, FaultProxy, Request, Response, running_proxy
-from .faults import error
+from .faults import error, strip
 from .proofs import assert_each_fails_on_its_fault
 from .suite import run_suite, verdicts
 from .thinking_faults import EXTRA_THINKING_FAULTS
@@ -138,20 +138,14 @@ def test_thinking_claimed_and_refused_fails_once(scripted_url, profile, tmp_path
     assert code == 1
 
 
-def _ignore_thinking(request: Request) -> Request | Response:
-    """`thinking` taken off every request, without a word (a gateway that cannot translate it)."""
-    body = request.json
-    if isinstance(body, dict) and "thinking" in body and request.path.startswith("/v1/messages"):
-        return request.with_json({k: v for k, v in body.items() if k != "thinking"})
-    return request
-
-
 def test_thinking_accepted_and_ignored_is_one_failure(scripted_url, profile, tmp_path):
     """A gateway that drops `thinking` and declares nothing: THINK-001 FAILs on the run's probe
     (enabled thinking answered without a thinking block); the other thinking properties SKIP
     naming it, instead of each failing or passing on what they do not see."""
     load_all()  # REGISTRY below, whatever ran before on this worker
-    nothing = Fault("thinking dropped", request=_ignore_thinking, response=_without_capabilities)
+    nothing = Fault(
+        "thinking dropped", request=strip("thinking", "/v1/messages"), response=_without_capabilities
+    )
     with running_proxy(FaultProxy(scripted_url, everywhere=nothing)) as url:
         code, index, output = run(url, tmp_path, profile)
     got = verdicts(index)
