@@ -43,18 +43,26 @@ def result_for(message: Any, tool_id: str, kind: str) -> dict[str, Any]:
     return result
 
 
-def expect_bash_result(result: dict[str, Any]) -> dict[str, Any] | None:
-    """A bash_code_execution_tool_result's content: a result with its fields, or an error with
-    a documented code (None)."""
-    kind = read(result, "type", str, where="a bash_code_execution_tool_result's content")
-    if kind == "bash_code_execution_tool_result_error":
-        code = read(result, "error_code", str, where="a bash_code_execution_tool_result_error")
+def documented_error(result: dict[str, Any], tool: str, codes: frozenset[str]) -> str:
+    """The type of a `<tool>_tool_result`'s content; when it is the error, its error_code must be
+    one of `codes` (the documented ones)."""
+    kind: str = read(result, "type", str, where=f"a {tool}_tool_result's content")
+    if kind == f"{tool}_tool_result_error":
+        code = read(result, "error_code", str, where=f"a {tool}_tool_result_error")
         expect(
-            code in BASH_ERROR_CODES,
-            f"a documented error_code ({', '.join(sorted(BASH_ERROR_CODES))})",
+            code in codes,
+            f"a documented error_code ({', '.join(sorted(codes))})",
             code,
             reason="error-code",
         )
+    return kind
+
+
+def expect_bash_result(result: dict[str, Any]) -> dict[str, Any] | None:
+    """A bash_code_execution_tool_result's content: a result with its fields, or an error with
+    a documented code (None)."""
+    kind = documented_error(result, "bash_code_execution", BASH_ERROR_CODES)
+    if kind == "bash_code_execution_tool_result_error":
         return None
     expect_equal(kind, "bash_code_execution_result", "the content's type", reason="content-type")
     for field, kind_of in (("stdout", str), ("stderr", str), ("return_code", int), ("content", list)):
@@ -101,11 +109,8 @@ def test_code_001_result_blocks(target: Target) -> None:
         create = {"command": "create", "path": f"plumbline-{nonce}.txt", "file_text": nonce}
         message = create_json(target, paused_call(target, "text_editor_code_execution", create, tool_id))
         result = result_for(message, tool_id, "text_editor_code_execution_tool_result")
-        kind = read(result, "type", str, where="a text_editor_code_execution_tool_result's content")
-        if kind == "text_editor_code_execution_tool_result_error":
-            code = read(result, "error_code", str, where="a text_editor_code_execution_tool_result_error")
-            expect(code in EDITOR_ERROR_CODES, "a documented error_code", code, reason="error-code")
-        else:
+        kind = documented_error(result, "text_editor_code_execution", EDITOR_ERROR_CODES)
+        if kind != "text_editor_code_execution_tool_result_error":
             expect_equal(
                 kind, "text_editor_code_execution_create_result", "the content's type", reason="content-type"
             )

@@ -4,9 +4,10 @@ sandbox (executor.py). The server-tool loop (server_tools/loop.py) calls it."""
 from __future__ import annotations
 
 from .containers import Container, ContainerExpired, ContainerStore, UnknownContainer
-from .executor import CodeExecutor, CodeResult
+from .executor import OFF, CodeExecutor, CodeResult
 
 __all__ = [
+    "OFF",
     "CodeExecutor",
     "CodeResult",
     "Container",

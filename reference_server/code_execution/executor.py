@@ -37,7 +37,10 @@ from reference_server.sandbox import Completed, Limits, Policy, Sandbox
 
 from .containers import Container, ContainerStore
 
-__all__ = ["CodeExecutor", "CodeResult"]
+__all__ = ["OFF", "CodeExecutor", "CodeResult"]
+
+# Why the tool is refused when the server was not started with it.
+OFF = "code execution is off (start the server with --code-execution)"
 
 CodeResult = (
     CodeExecutionToolResultBlock | BashCodeExecutionToolResultBlock | TextEditorCodeExecutionToolResultBlock
@@ -93,9 +96,7 @@ class CodeExecutor:
         content = _ran(done, self.limits, prefix)
         written = await asyncio.to_thread(self._keep_written, container.directory, before)
         content["content"] = [{"type": f"{prefix}code_execution_output", "file_id": fid} for fid in written]
-        if bash:
-            return BashCodeExecutionToolResultBlock(tool_use_id=tool_use_id, content=content)
-        return CodeExecutionToolResultBlock(tool_use_id=tool_use_id, content=content)
+        return _BLOCKS[name](tool_use_id=tool_use_id, content=content)
 
     async def _edit(self, tool_use_id: str, arguments: Mapping[str, Any], policy: Policy) -> CodeResult:
         name = "text_editor_code_execution"
@@ -181,17 +182,16 @@ def _ran(done: Completed, limits: Limits, prefix: str) -> dict[str, Any]:
     }
 
 
+# Each sub-tool's result block; its error content is `<sub-tool>_tool_result_error`.
+_BLOCKS: dict[str, type[CodeResult]] = {
+    "code_execution": CodeExecutionToolResultBlock,
+    "bash_code_execution": BashCodeExecutionToolResultBlock,
+    "text_editor_code_execution": TextEditorCodeExecutionToolResultBlock,
+}
+
+
 def _error(name: str, tool_use_id: str, code: str) -> CodeResult:
-    content: dict[str, str | None]
-    if name == "bash_code_execution":
-        content = {"type": "bash_code_execution_tool_result_error", "error_code": code}
-        return BashCodeExecutionToolResultBlock(tool_use_id=tool_use_id, content=content)
+    content: dict[str, str | None] = {"type": f"{name}_tool_result_error", "error_code": code}
     if name == "text_editor_code_execution":
-        content = {
-            "type": "text_editor_code_execution_tool_result_error",
-            "error_code": code,
-            "error_message": None,
-        }
-        return TextEditorCodeExecutionToolResultBlock(tool_use_id=tool_use_id, content=content)
-    content = {"type": "code_execution_tool_result_error", "error_code": code}
-    return CodeExecutionToolResultBlock(tool_use_id=tool_use_id, content=content)
+        content["error_message"] = None  # the editor's error alone carries a message
+    return _BLOCKS[name](tool_use_id=tool_use_id, content=content)

@@ -8,11 +8,10 @@ from reference_server.sandbox import SandboxUnavailable, find_sandbox
 from reference_server.settings import Settings
 
 from .containers import ContainerStore
-from .executor import CodeExecutor
+from .executor import OFF, CodeExecutor
 
-__all__ = ["OFF", "code_executor"]
+__all__ = ["code_executor"]
 
-OFF = "code execution is off (start the server with --code-execution)"
 log = logging.getLogger("reference_server.code_execution")
 
 

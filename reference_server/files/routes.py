@@ -167,12 +167,13 @@ async def delete_file(request: AnyRequest) -> Response[Any]:
 @get(["/v1/files/{file_id:str}/content"])
 async def download_file(request: AnyRequest) -> Response[Any]:
     file_id = request.path_params["file_id"]
-    record = _found(await asyncio.to_thread(_store(request).get, file_id), file_id)
+    found = await asyncio.to_thread(_store(request).read, file_id)
+    record = _found(found[0] if found else None, file_id)
     # As the API: files a client uploaded cannot be downloaded back; files code wrote can.
     if not record.downloadable:
         raise InvalidRequestError(f"file_id: file {file_id!r} is not downloadable (it was uploaded)")
-    found = await asyncio.to_thread(_store(request).read, file_id)
-    record, data = _found(found[0] if found else None, file_id), found[1] if found else b""
+    assert found is not None
+    data = found[1]
     disposition = f'attachment; filename="{record.filename}"'
     return Response(data, media_type=record.mime_type, headers={"content-disposition": disposition})
 

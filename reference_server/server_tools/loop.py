@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from reference_server.citations import QuoteText
-from reference_server.code_execution import CodeExecutor, Container
+from reference_server.code_execution import OFF, CodeExecutor, Container
 from reference_server.content import RenderedDocument
 from reference_server.engine.base import Generation, Grammar, ToolCall, Turn
 from reference_server.errors import InvalidRequestError, OverloadedError
@@ -37,7 +37,14 @@ from reference_server.tools.definitions import ToolDefinition, ToolPolicy
 from reference_server.tools.grammar import response_grammar
 
 from .citing import citable_fetch, cited_generation
-from .definitions import CodeExecutionConfig, McpToolConfig, ToolSearchConfig, WebFetchConfig, WebSearchConfig
+from .definitions import (
+    CODE_EXECUTION_TYPES,
+    CodeExecutionConfig,
+    McpToolConfig,
+    ToolSearchConfig,
+    WebFetchConfig,
+    WebSearchConfig,
+)
 from .fetch import FetchFailed, FetchPolicy, WebFetcher
 from .mcp import McpConnector
 from .pieces import ServerCallStart, ServerResult
@@ -164,7 +171,7 @@ class ServerToolRuntime:
         signer: ThinkingSigner | None = None,
         mcp: FetchPolicy | None = None,
         code: CodeExecutor | None = None,
-        code_refusal: str = "code execution is off (start the server with --code-execution)",  # setup.OFF
+        code_refusal: str = OFF,
     ) -> None:
         """`fetch` and `mcp`: which addresses web fetch and the MCP connector may reach (by
         default public ones only); `code`: code execution's sandbox and containers (None: the
@@ -276,7 +283,7 @@ def next_generation(prepared: PreparedMessage, plan: ServerToolPlan, state: Turn
     return cited_generation(prepared, state.cited, plan.callable(state.loaded), plan.parallel, plan.special)
 
 
-_CODE_TOOLS = ("code_execution", "bash_code_execution", "text_editor_code_execution")
+_CODE_TOOLS = frozenset(name for names in CODE_EXECUTION_TYPES.values() for name in names)
 
 
 def server_tool_counts(uses: Counter[str]) -> dict[str, int]:
