@@ -33,6 +33,7 @@ from reference_server.server_tools.loop import ServerToolRuntime
 from reference_server.server_tools.search_index import WebSearchIndex
 from reference_server.serving import MessagesService
 from reference_server.settings import Settings
+from reference_server.skills.store import SkillStore
 from reference_server.thinking import ThinkingSigner
 from reference_server.versioning import api_version
 
@@ -93,6 +94,8 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
         app.state.files = await asyncio.to_thread(FileStore.open, settings.resolved_data_dir())
         if code is not None:
             code.files = app.state.files  # what code writes comes back as Files API files
+        # The Skills API: rows in SQLite, each version's files beside it, in the data directory.
+        app.state.skills = await asyncio.to_thread(SkillStore, settings.resolved_data_dir())
         # Queue depth, batch size and the prompt cache's size, where the engine tells them.
         app.state.metrics = ServingMetrics(load=getattr(active, "load", None))
         app.state.started = time.monotonic()
@@ -102,6 +105,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
             signer,
             server_tools,
             app.state.files,
+            skills=app.state.skills,
             metrics=app.state.metrics,
             behaviour=settings.model_behaviour,
         )
@@ -118,6 +122,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
         finally:
             await app.state.batches.aclose()  # before the engine: running requests stay pending
             app.state.files.close()
+            app.state.skills.close()
             if owned:
                 await active.aclose()
 

@@ -28,6 +28,7 @@ from reference_server.protocol import MessageCountTokensParams, MessageCreatePar
 from reference_server.ratelimits import RateLimiter, Ticket, metered
 from reference_server.serving import MessagesService
 from reference_server.settings import Settings
+from reference_server.skills.routes import skill_route_handlers
 from reference_server.streaming import sse_frames
 from reference_server.validation import parse_body, parse_limit
 
@@ -222,5 +223,6 @@ route_handlers = [
     create_chat_completion,
     *batch_route_handlers,
     *file_route_handlers,
+    *skill_route_handlers,
     *observability_route_handlers,
 ]

@@ -72,7 +72,6 @@ from reference_server.protocol import (
     StopReason,
     ThinkingBlock,
 )
-from reference_server.server_tools.definitions import check_container
 from reference_server.server_tools.loop import ServerToolRuntime, server_tool_turn
 from reference_server.server_tools.prepare import (
     check_served,
@@ -81,8 +80,11 @@ from reference_server.server_tools.prepare import (
     request_tools,
     resume_call,
     server_tool_plan,
+    with_skills,
     with_uploads,
 )
+from reference_server.skills.loading import requested_skills, resolve_skills, with_skill_note
+from reference_server.skills.store import SkillStore
 from reference_server.stops import StopMatcher
 from reference_server.thinking import (
     ThinkingEnd,
@@ -149,6 +151,7 @@ class MessagesService:
         server_tools: ServerToolRuntime | None = None,
         files: FileStore | None = None,
         *,
+        skills: SkillStore | None = None,
         metrics: ServingMetrics | None = None,
         behaviour: ModelBehaviour = "classic",
     ) -> None:
@@ -157,6 +160,7 @@ class MessagesService:
         self.signer = signer
         self.server_tools = server_tools or ServerToolRuntime()
         self.files = files  # the Files API's store: file sources are read from it
+        self.skills = skills  # the Skills API's store: container.skills are loaded from it
         self.metrics = metrics  # every admitted generation is measured (/metrics)
         self.behaviour = behaviour  # what the served model accepts (model_behaviour.py)
 
@@ -260,8 +264,9 @@ class MessagesService:
         (None: 2023-06-01's rules)."""
         check_version_rules(params, api_version(version))
         check_model_behaviour(params, self.behaviour)
-        check_container(params.container)
         params = await inlined(params, self.files)
+        skills = await asyncio.to_thread(resolve_skills, requested_skills(params.container), self.skills)
+        params = with_skill_note(params, skills)
         uploads: tuple[Upload, ...] = ()
         if has_uploads(params):  # container_upload: text for the model, files for the container
             params, uploads = await asyncio.to_thread(uploaded, params, self.files)
@@ -302,6 +307,7 @@ class MessagesService:
             container = named.id if isinstance(named, ContainerParam) else named
             plan = await named_container(self.server_tools, plan, container)
         plan = await with_uploads(self.server_tools, plan, uploads, self.files)
+        plan = await with_skills(self.server_tools, plan, skills)
         if plan is not None:
             prepared = replace(prepared, server_tools=plan)
             prepared = await resume_call(self, self.server_tools, prepared, params.messages)

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 __all__ = ["MAX_AGE", "Container", "ContainerExpired", "ContainerStore", "UnknownContainer"]
 
@@ -48,11 +49,18 @@ class Container:
     id: str
     directory: Path
     expires_at: float  # Unix seconds
+    # This request's skills (skills/loading.py): host directories its runs see read-only
+    # (host, path inside), and the response's `container.skills` entries.
+    mounts: tuple[tuple[Path, str], ...] = ()
+    skills: tuple[dict[str, str], ...] = ()
 
-    def response(self) -> dict[str, str]:
-        """The response's `container`: its id and when it expires (RFC 3339)."""
+    def response(self) -> dict[str, Any]:
+        """The response's `container`: its id, when it expires (RFC 3339), the skills loaded."""
         when = datetime.fromtimestamp(self.expires_at, UTC).isoformat().replace("+00:00", "Z")
-        return {"id": self.id, "expires_at": when}
+        answer: dict[str, Any] = {"id": self.id, "expires_at": when}
+        if self.skills:
+            answer["skills"] = [dict(skill) for skill in self.skills]
+        return answer
 
 
 class ContainerStore:

@@ -78,7 +78,7 @@ class CodeExecutor:
         self, tool_use_id: str, name: str, arguments: Mapping[str, Any], container: Container
     ) -> CodeResult:
         """Run one call of sub-tool `name` in `container`."""
-        policy = Policy(workdir=container.directory, env={"PATH": _path()})
+        policy = Policy(workdir=container.directory, env={"PATH": _path()}, mounts=container.mounts)
         if name == "text_editor_code_execution":
             return await self._edit(tool_use_id, arguments, policy)
         bash = name == "bash_code_execution"

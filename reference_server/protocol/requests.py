@@ -288,8 +288,8 @@ class MessageCreateParams(PromptParams):
     top_k: Annotated[StrictInt, Field(ge=0)] | None = None
     metadata: MetadataParam | None = None
     service_tier: Literal["auto", "standard_only"] | None = None
-    # A code execution container's id (or object): taken, unused, since this server runs no
-    # code execution; skills in the object form are refused in words (serving.py).
+    # A code execution container's id, or the object with the skills to load into it
+    # (server_tools/prepare.py, skills/loading.py).
     container: StrictStr | ContainerParam | None = None
     inference_geo: StrictStr | None = None
     speed: Literal["standard", "fast"] | None = None

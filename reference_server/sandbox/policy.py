@@ -30,11 +30,14 @@ class Limits:
 @dataclass(frozen=True, slots=True)
 class Policy:
     """What one run sees: `workdir` read-write at WORKSPACE, `read_only` host paths at their own
-    place (beside the runtime every run has), the network only when `network` is True (an
-    operator's choice; the tests open it to prove the refusal is the sandbox's)."""
+    place (beside the runtime every run has), `mounts` host directories read-only at another
+    path (host, path inside; bubblewrap only: `Sandbox.mounts`), the network only when
+    `network` is True (an operator's choice; the tests open it to prove the refusal is the
+    sandbox's)."""
 
     workdir: Path
     read_only: tuple[Path, ...] = ()
+    mounts: tuple[tuple[Path, str], ...] = ()
     network: bool = False
     env: dict[str, str] = field(default_factory=dict)
 

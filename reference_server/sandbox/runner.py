@@ -71,6 +71,9 @@ class Sandbox:
         self.kind = kind  # "bubblewrap" or "sandbox-exec"
         self.program = program
         self.root = os.geteuid() == 0 if kind == "bubblewrap" else False
+        # Whether a run can see a host directory at another path (Policy.mounts): bubblewrap
+        # binds one anywhere; a seatbelt profile only filters the host's own paths.
+        self.mounts = kind == "bubblewrap"
 
     def claim(self, workdir: Path) -> None:
         """Make `workdir` (a new container's directory) its own user's, when runs drop to one."""
@@ -131,6 +134,10 @@ class Sandbox:
                 args += ["--perms", "0755", "--dir", str(parent)]
         for path in bound:
             args += ["--ro-bind-try", str(path), str(path)]
+        for inside in sorted({str(Path(target).parent) for _, target in policy.mounts}):
+            args += ["--perms", "0755", "--dir", inside]
+        for source, target in policy.mounts:
+            args += ["--ro-bind", str(source), target]
         args += ["--bind", str(policy.workdir), WORKSPACE]
         if self.root:
             # The directory is its user's alone (0700): only that user can enter it.

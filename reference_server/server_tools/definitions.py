@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
 
 from reference_server.errors import InvalidRequestError
-from reference_server.protocol import CacheControlEphemeralParam, ContainerParam
+from reference_server.protocol import CacheControlEphemeralParam
 
 __all__ = [
     "CODE_EXECUTION_TYPES",
@@ -33,7 +33,6 @@ __all__ = [
     "ToolsetParam",
     "WebFetchConfig",
     "WebSearchConfig",
-    "check_container",
     "check_toolset",
     "checked_param",
     "server_tool",
@@ -372,13 +371,6 @@ def _web_search(kind: str, raw: dict[str, Any], path: str) -> ServedTool:
         near=tuple(place for place in (where.city, where.region) if place) if where is not None else (),
     )
     return ServedTool("web_search", _DESCRIPTIONS["web_search"], _QUERY, bool(search.defer_loading), config)
-
-
-def check_container(container: str | ContainerParam | None) -> None:
-    """Skills load into a container and are not served yet: refused in words, not ignored (the
-    container's id is checked where code execution runs: server_tools/prepare.py)."""
-    if isinstance(container, ContainerParam) and container.skills:
-        raise InvalidRequestError("container.skills: skills are not served by this server")
 
 
 def checked_param(model: type[_T], raw: dict[str, Any], path: str) -> _T:

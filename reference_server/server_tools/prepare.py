@@ -18,6 +18,7 @@ from reference_server.errors import InvalidRequestError, NotFoundError
 from reference_server.files.store import FileStore
 from reference_server.prepared import PreparedMessage
 from reference_server.protocol import MessageParam, PromptParams
+from reference_server.skills.loading import LoadedSkill
 from reference_server.tools.definitions import (
     ToolDefinition,
     ToolPolicy,
@@ -148,6 +149,31 @@ async def with_uploads(
     container = plan.container or await code.container(None)
     owner = code.sandbox.owner(container.directory)
     await asyncio.to_thread(place, uploads, container, files, owner)
+    return replace(plan, container=container)
+
+
+async def with_skills(
+    runtime: ServerToolRuntime, plan: ServerToolPlan | None, skills: tuple[LoadedSkill, ...]
+) -> ServerToolPlan | None:
+    """The plan with the request's skills mounted in its container (the one it names, else a new
+    one); a 400 when no code execution tool may run, or the sandbox cannot mount them."""
+    if not skills:
+        return plan
+    code = runtime.code
+    if plan is None or code is None or not any(isinstance(t.server, CodeExecutionConfig) for t in plan.tools):
+        raise InvalidRequestError(
+            "container.skills: skills need a code execution tool in `tools` that the model may call"
+        )
+    if not code.sandbox.mounts:
+        raise InvalidRequestError(
+            f"container.skills: this host's sandbox ({code.sandbox.kind}) cannot mount skills"
+        )
+    container = plan.container or await code.container(None)
+    container = replace(
+        container,
+        mounts=tuple((skill.directory, skill.path) for skill in skills),
+        skills=tuple(skill.response() for skill in skills),
+    )
     return replace(plan, container=container)
 
 
