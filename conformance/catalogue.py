@@ -56,6 +56,7 @@ AREAS = (
     "MODELS",
     "BATCH",
     "FILES",  # the Files API (beta) and file sources in messages
+    "SKILL",  # the Skills API (beta) and skills loaded into a code execution container
     "RATE",  # rate limits: the ratelimit headers, 429 with retry-after, the SDK's retry
     "HDR",
     "AUTH",

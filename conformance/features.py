@@ -101,6 +101,7 @@ JUDGES: dict[str, str] = {
     "compaction": "CTX-005",
     "batches": "BATCH-001",
     "files": "FILES-001",
+    "skills": "SKILL-001",
     "tool_search": "SRVTOOL-015",
     "web_fetch": "SRVTOOL-015",
     "web_search": "SRVTOOL-015",
@@ -179,6 +180,7 @@ REQUEST_SHAPING = ("prefill", "sampling_parameters")
 # Features with endpoints of their own: (the list path, the beta header their requests carry).
 LISTED: dict[str, tuple[str, str | None]] = {
     "files": ("/v1/files", "files-api-2025-04-14"),
+    "skills": ("/v1/skills", "skills-2025-10-02"),
     "batches": ("/v1/messages/batches", None),
 }
 

@@ -29,6 +29,7 @@ builtin_tools = false              #   bash and text_editor (client tools),
 code_execution = false             #   code execution (server tool: containers, a sandbox),
 mcp = false                        #   the MCP connector (beta; the profile alone says it)
 files = false                      # the Files API (beta; else probed: GET /v1/files)
+skills = false                     # the Skills API (beta; else probed: GET /v1/skills)
 sampling_parameters = false        # temperature 0 taken at the version judged (else probed)
 prefill = false                    # a final assistant turn continued (else probed)
 rate_limits = false                # rate limits (else probed: anthropic-ratelimit-* headers)
@@ -65,6 +66,7 @@ FEATURES = (
     "code_execution",  # code_execution_20250825 and the others (a server tool run in a sandbox)
     "mcp",  # the MCP connector (beta): declared by the profile only (a probe needs an MCP server)
     "files",  # the Files API (beta): probed by GET /v1/files
+    "skills",  # the Skills API (beta): probed by GET /v1/skills
     "rate_limits",  # rate limits: probed by the anthropic-ratelimit-* headers of one tiny answer
     "sampling_parameters",  # temperature 0 taken at the version judged (2026-10-21 removes it)
     "prefill",  # a final assistant turn continued (the newest models refuse it with a 400)

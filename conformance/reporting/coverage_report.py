@@ -82,10 +82,9 @@ GAP_REASONS: tuple[tuple[str, str], ...] = (
     ("block:container_upload", "files put into a code execution container: served, not judged yet"),
     (
         "request:container.id",
-        "the object form of `container` (beta, with skills): CODE-002 sends the id string",
+        "the id in the object form of `container`: CODE-002 sends the id as a string, SKILL-004 the"
+        " object with skills only",
     ),
-    ("request:container.skills", "Skills (beta) are not served yet"),
-    ("response:container.skills", "Skills (beta) are not served yet"),
     ("request:inference_geo", "a routing hint with no effect a client can observe on one machine"),
     ("request:system[].citations", "citations sent back in system text blocks are accepted, not judged yet"),
     (

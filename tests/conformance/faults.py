@@ -493,6 +493,7 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
     from .files_faults import files_fault_catalogue
     from .rate_faults import rate_fault_catalogue
     from .server_tool_faults import server_tool_fault_catalogue
+    from .skills_faults import skills_fault_catalogue
     from .thinking_faults import thinking_fault_catalogue  # they build on this module's helpers
     from .tool_faults import tool_fault_catalogue
     from .version_faults import version_fault_catalogue
@@ -787,6 +788,7 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
         **server_tool_fault_catalogue(),
         **code_execution_fault_catalogue(),
         **files_fault_catalogue(),
+        **skills_fault_catalogue(),
         **rate_fault_catalogue(),
         # ---- extended thinking
         **thinking_fault_catalogue(),

@@ -21,11 +21,12 @@ def test_a_container_without_skills_is_taken(client, container):
     assert client.post("/v1/messages", json=body(container=container)).status_code == 200
 
 
-def test_skills_are_refused_by_name(client):
+def test_anthropic_skills_are_refused_by_name(client):
+    # Custom skills load from the Skills API (tests/reference_server/skills/); Anthropic's are not served.
     skills = {"skills": [{"type": "anthropic", "skill_id": "pptx", "version": "latest"}]}
     response = client.post("/v1/messages", json=body(container=skills))
     message = assert_error(response, 400, "invalid_request_error")["error"]["message"]
-    assert message.startswith("container.skills: skills are not served")
+    assert message.startswith("container.skills.0: Anthropic's skills ('pptx') are not served")
     unknown = client.post("/v1/messages", json=body(container={"id": "c", "size": 2}))
     assert assert_error(unknown, 400, "invalid_request_error")["error"]["message"].startswith("container")
 

@@ -81,3 +81,30 @@ def test_the_models_own_call_runs_and_is_counted(url: str) -> None:
     assert results[0].content.type in ("bash_code_execution_result", "bash_code_execution_tool_result_error")
     assert message.usage.server_tool_use.model_extra["code_execution_requests"] == len(calls)
     assert message.container is not None
+
+
+def test_a_skill_made_through_the_sdk_is_loaded_for_the_turns_code(url: str) -> None:
+    """The Skills API through SDK 2.17's own client (its types parse every answer), then the
+    skill in container.skills: the paused call reads its SKILL.md where it is mounted."""
+    skill_md = b"---\nname: tide-reader\ndescription: Reads tides.\n---\nHigh tide at 14:05.\n"
+    with anthropic.Anthropic(base_url=url, api_key="test", max_retries=0) as client:
+        skill = client.skills.create(files=[("tide-reader/SKILL.md", skill_md)], display_name="Tides")
+        try:
+            assert client.skills.retrieve(skill.id).latest_version_id == skill.latest_version_id
+            assert skill.id in [s.id for s in client.skills.list()]
+            version = client.skills.versions.retrieve("latest", skill_id=skill.id)
+            assert (version.name, version.description) == ("tide-reader", "Reads tides.")
+            entry = {"type": "custom", "skill_id": skill.id}
+            message = create(
+                url,
+                messages=paused("cat /skills/tide-reader/SKILL.md", "srvtoolu_e2e_skill"),
+                container={"skills": [entry]},
+            )
+        finally:
+            client.skills.versions.delete(skill.latest_version_id, skill_id=skill.id)
+            client.skills.delete(skill.id)
+    result = message.content[0]
+    assert result.type == "bash_code_execution_tool_result"
+    assert result.content.stdout == skill_md.decode()
+    assert message.container is not None
+    assert message.container.skills[0].skill_id == skill.id
