@@ -14,6 +14,7 @@ from reference_server.engine.precision import PRECISION_CHOICES
 from reference_server.model_behaviour import MODEL_BEHAVIOURS
 from reference_server.observability import configure_logging
 from reference_server.settings import API_KEY_ENV, DEFAULT_MODEL, Settings
+from reference_server.workspaces import KeyFileError, KeyRing
 
 _DEFAULTS = Settings()
 
@@ -37,6 +38,15 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         "--api-key",
         default=None,
         help=f"require this key (x-api-key or Authorization: Bearer); also ${API_KEY_ENV}",
+    )
+    parser.add_argument(
+        "--keys",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="several keys, each in a workspace whose files, batches, skills and containers are"
+        " its own: TOML, one [[key]] table each (key, workspace, optional rate_limit_rpm/itpm/otpm);"
+        " read again on SIGHUP. --api-key beside it is the default workspace's",
     )
     parser.add_argument(
         "--alias",
@@ -222,6 +232,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         host=args.host,
         port=args.port,
         api_key=args.api_key or Settings.api_key_from_env(),
+        keys_file=args.keys,
         aliases=aliases,
         ping_interval=args.ping_interval,
         blas=args.blas,
@@ -254,7 +265,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = parse_args(argv)
     configure_logging(settings.log_level, settings.log_format)
     json_logs = settings.log_format == "json"
-    if settings.api_key is None and not _is_loopback(settings.host):
+    if settings.keys_file is not None:
+        try:
+            KeyRing.from_file(settings.keys_file, settings.api_key)
+        except KeyFileError as exc:
+            print(f"error: --keys: {exc}", file=sys.stderr)
+            return 2
+    if settings.api_key is None and settings.keys_file is None and not _is_loopback(settings.host):
         logging.getLogger("reference_server").warning(
             "serving on %s without an API key: anyone who can reach it can use it", settings.host
         )

@@ -4,7 +4,6 @@ the model loads once, in the lifespan."""
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -20,13 +19,18 @@ from reference_server.batches import open_batches
 from reference_server.catalog import ModelCatalog
 from reference_server.code_execution.setup import code_executor
 from reference_server.engine.base import Engine
-from reference_server.errors import AuthenticationError, InvalidRequestError, exception_handlers
+from reference_server.errors import (
+    AuthenticationError,
+    InvalidRequestError,
+    PermissionDeniedError,
+    exception_handlers,
+)
 from reference_server.files.store import FileStore
 from reference_server.ids import request_id_of
 from reference_server.observability import ServingMetrics
 from reference_server.observability.hooks import observe_response, timed
 from reference_server.openai import CHAT_COMPLETIONS_PATH, ChatCompletionsService
-from reference_server.ratelimits import Limits, RateLimiter
+from reference_server.ratelimits import Limits
 from reference_server.routes import route_handlers
 from reference_server.server_tools.fetch import FetchPolicy
 from reference_server.server_tools.loop import ServerToolRuntime
@@ -36,6 +40,10 @@ from reference_server.settings import Settings
 from reference_server.skills.store import SkillStore
 from reference_server.thinking import ThinkingSigner
 from reference_server.versioning import api_version
+from reference_server.workspaces import KeyRing, key_of, workspace_of
+from reference_server.workspaces.limits import KeyLimiters
+from reference_server.workspaces.reload import KeyFile
+from reference_server.workspaces.scope import remember
 
 __all__ = ["create_app"]
 
@@ -46,9 +54,13 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
     """Build the app. With `engine=None` the lifespan loads `settings.model` on MLX and
     closes it at shutdown; a given engine is used as is and left open for its owner."""
 
+    keys = KeyFile(settings.keys_file, settings.api_key)  # a bad keys file stops the start here
+
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         owned = engine is None
+        app.state.keyfile = keys
+        keys.watch()  # SIGHUP reads the keys file again
         if engine is None:
             from reference_server.engine import load_engine
             from reference_server.engine.mlx import ServingLimits
@@ -112,7 +124,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
         app.state.chat = ChatCompletionsService(app.state.service)
         app.state.settings = settings
         rates = Limits(settings.rate_limit_rpm, settings.rate_limit_itpm, settings.rate_limit_otpm)
-        app.state.limiter = RateLimiter(rates) if rates.on else None
+        app.state.limiters = KeyLimiters(rates)
         # Message Batches: SQLite in the data directory; pending requests resume at once.
         app.state.batches = await open_batches(
             settings.resolved_data_dir(), app.state.service, concurrency=settings.batch_concurrency
@@ -120,6 +132,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
         try:
             yield
         finally:
+            keys.unwatch()
             await app.state.batches.aclose()  # before the engine: running requests stay pending
             app.state.files.close()
             app.state.skills.close()
@@ -154,7 +167,8 @@ async def _add_rate_limit_headers(message: Message, scope: Scope) -> None:
     `x-ratelimit-*` on the chat completions route, where OpenAI clients read them."""
     if message["type"] != "http.response.start":
         return
-    limiter: RateLimiter | None = getattr(scope["app"].state, "limiter", None)
+    limiters: KeyLimiters | None = getattr(scope["app"].state, "limiters", None)
+    limiter = limiters.of(key_of(scope)) if limiters is not None else None
     if limiter is not None:
         headers = MutableScopeHeaders.from_message(message)
         openai = scope.get("path") == CHAT_COMPLETIONS_PATH
@@ -163,20 +177,29 @@ async def _add_rate_limit_headers(message: Message, scope: Scope) -> None:
 
 
 def _check_headers(settings: Settings) -> Guard:
-    """Guard: API key (x-api-key or Bearer, constant-time, never logged; not on /health), then
-    the `anthropic-version` header the API requires, one of the versions it documents (not on
-    the OpenAI, negotiated or plain routes; a negotiated route that gets one checks it)."""
-    expected = settings.api_key.encode() if settings.api_key else None
+    """Guard: API key (x-api-key or Bearer, constant-time against every key, never logged; not on
+    /health), whose workspace the request's is (`anthropic-workspace-id`, when sent, must name
+    it); then the `anthropic-version` header the API requires, one of the versions it documents
+    (not on the OpenAI, negotiated or plain routes; a negotiated route that gets one checks it)."""
 
     def guard(connection: ASGIConnection, handler: BaseRouteHandler) -> None:  # type: ignore[type-arg]
         headers = connection.headers
-        if expected is not None and not handler.opt.get("public"):
+        ring: KeyRing = connection.app.state.keyfile.ring
+        if ring.required and not handler.opt.get("public"):
             offered = headers.get("x-api-key")
             if offered is None:
                 scheme, _sep, token = headers.get("authorization", "").partition(" ")
                 offered = token.strip() if scheme.lower() == "bearer" else None
-            if offered is None or not hmac.compare_digest(offered.encode(), expected):
+            entry = ring.match(offered)
+            if entry is None:
                 raise AuthenticationError("invalid x-api-key")
+            remember(connection.scope, entry)
+        named = headers.get("anthropic-workspace-id")
+        if named is not None and named.strip() != workspace_of(connection):
+            # The same answer whether or not the named workspace exists: nothing is disclosed.
+            raise PermissionDeniedError(
+                f"anthropic-workspace-id: this API key cannot act on workspace {named.strip()!r}"
+            )
         # The OpenAI route needs no version; the models routes serve OpenAI's shape without one.
         version = headers.get("anthropic-version")
         if handler.opt.get("dialect") is None and not version:

@@ -31,6 +31,7 @@ from reference_server.settings import Settings
 from reference_server.skills.routes import skill_route_handlers
 from reference_server.streaming import sse_frames
 from reference_server.validation import parse_body, parse_limit
+from reference_server.workspaces import key_of, workspace_of
 
 __all__ = ["route_handlers"]
 
@@ -51,7 +52,7 @@ def _json(model: Any) -> Response[Any]:
 async def create_message(request: AnyRequest) -> Response[Any]:
     service = _service(request)
     params = parse_body(await request.body(), request.headers.get("content-type"), MessageCreateParams)
-    prepared = await service.prepare(params, _betas(request), _version(request))
+    prepared = await service.prepare(params, _betas(request), _version(request), workspace_of(request))
     ticket, generation = await _admitted(request, prepared, partial(service.start, prepared))
     if params.stream:
         settings: Settings = request.app.state.settings
@@ -74,7 +75,7 @@ async def _admitted(
     """Charge the rate limits (if on: ratelimits/), then start the generation: both before the
     response starts, so a rate limit is a 429 and an overload a 529, never an in-stream error.
     A generation that does not start is charged nothing."""
-    limiter: RateLimiter | None = request.app.state.limiter
+    limiter: RateLimiter | None = request.app.state.limiters.of(key_of(request.scope))
     ticket = limiter.admit(prepared.input_tokens, prepared.request.max_tokens) if limiter else None
     try:
         return ticket, await start()
@@ -100,7 +101,10 @@ async def _whole(request: AnyRequest, work: Awaitable[T], generation: Generation
 @post("/v1/messages/count_tokens", status_code=200)
 async def count_tokens(request: AnyRequest) -> Response[Any]:
     params = parse_body(await request.body(), request.headers.get("content-type"), MessageCountTokensParams)
-    return _json(await _service(request).count_tokens(params, _betas(request), _version(request)))
+    counted = await _service(request).count_tokens(
+        params, _betas(request), _version(request), workspace_of(request)
+    )
+    return _json(counted)
 
 
 def _betas(request: AnyRequest) -> frozenset[str]:

@@ -107,6 +107,7 @@ from reference_server.validation import (
     check_stop_sequences,
 )
 from reference_server.versioning import api_version, check_version_rules
+from reference_server.workspaces.keys import DEFAULT_WORKSPACE
 
 __all__ = [
     "ContextWindowExceeded",
@@ -258,18 +259,25 @@ class MessagesService:
     # The request: validated, tokenized, bounded, ready to generate.
 
     async def prepare(
-        self, params: MessageCreateParams, betas: Collection[str] = (), version: str | None = None
+        self,
+        params: MessageCreateParams,
+        betas: Collection[str] = (),
+        version: str | None = None,
+        workspace: str = DEFAULT_WORKSPACE,
     ) -> PreparedMessage:
         """Validate and tokenize a create request; `version` is its `anthropic-version` header
-        (None: 2023-06-01's rules)."""
+        (None: 2023-06-01's rules); `workspace` the one whose files, skills and containers it
+        may name (its key's)."""
+        files = self.files.scoped(workspace) if self.files is not None else None
         check_version_rules(params, api_version(version))
         check_model_behaviour(params, self.behaviour)
-        params = await inlined(params, self.files)
-        skills = await asyncio.to_thread(resolve_skills, requested_skills(params.container), self.skills)
+        params = await inlined(params, files)
+        skills_store = self.skills.scoped(workspace) if self.skills is not None else None
+        skills = await asyncio.to_thread(resolve_skills, requested_skills(params.container), skills_store)
         params = with_skill_note(params, skills)
         uploads: tuple[Upload, ...] = ()
         if has_uploads(params):  # container_upload: text for the model, files for the container
-            params, uploads = await asyncio.to_thread(uploaded, params, self.files)
+            params, uploads = await asyncio.to_thread(uploaded, params, files)
         prompt, tool_uses = await self._managed_prompt(params, betas)
         card, tools, policy = prompt.card, prompt.tools, prompt.policy
         stops = check_stop_sequences(params.stop_sequences)
@@ -305,8 +313,8 @@ class MessagesService:
         if plan is not None:
             named = params.container
             container = named.id if isinstance(named, ContainerParam) else named
-            plan = await named_container(self.server_tools, plan, container)
-        plan = await with_uploads(self.server_tools, plan, uploads, self.files)
+            plan = await named_container(self.server_tools, replace(plan, workspace=workspace), container)
+        plan = await with_uploads(self.server_tools, plan, uploads, files)
         plan = await with_skills(self.server_tools, plan, skills)
         if plan is not None:
             prepared = replace(prepared, server_tools=plan)
@@ -355,12 +363,17 @@ class MessagesService:
         )
 
     async def count_tokens(
-        self, params: MessageCountTokensParams, betas: Collection[str] = (), version: str | None = None
+        self,
+        params: MessageCountTokensParams,
+        betas: Collection[str] = (),
+        version: str | None = None,
+        workspace: str = DEFAULT_WORKSPACE,
     ) -> MessageTokensCount:
         check_version_rules(params, api_version(version))
-        params = await inlined(params, self.files)
+        files = self.files.scoped(workspace) if self.files is not None else None
+        params = await inlined(params, files)
         if has_uploads(params):  # counted as the text the model reads of them
-            params, _ = await asyncio.to_thread(uploaded, params, self.files)
+            params, _ = await asyncio.to_thread(uploaded, params, files)
         prompt, tool_uses = await self._managed_prompt(params, betas)
         request = EngineRequest(prompt.card.id, prompt.turns, 0, tools=prompt_tools(prompt.tools))
         tokens = await self._count(request, prompt.card.context_window)

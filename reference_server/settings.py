@@ -33,6 +33,7 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8000
     api_key: str | None = None
+    keys_file: Path | None = None  # TOML: several keys, each in a workspace (workspaces/keys.py)
     aliases: tuple[Alias, ...] = field(default_factory=tuple)
     ping_interval: float = 5.0
     blas: BlasChoice = "auto"

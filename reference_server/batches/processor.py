@@ -194,7 +194,7 @@ class BatchProcessor:
         service = self.service
         try:
             params = read_params(request.params)
-            prepared = await service.prepare(params, request.betas, request.api_version)
+            prepared = await service.prepare(params, request.betas, request.api_version, request.workspace)
             prepared = replace(prepared, request=replace(prepared.request, priority=BATCH_PRIORITY))
             generation = await service.start(prepared)
             try:

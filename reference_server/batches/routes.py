@@ -26,6 +26,7 @@ from reference_server.batches.store import BatchRecord, CursorNotFound, NotEnded
 from reference_server.batches.validation import dump_params, parse_create, read_limited
 from reference_server.errors import InvalidRequestError, NotFoundError
 from reference_server.validation import parse_limit
+from reference_server.workspaces import workspace_of
 
 __all__ = ["batch_route_handlers", "new_batch_id"]
 
@@ -59,8 +60,9 @@ def _json(model: Any) -> Response[Any]:
     return Response(model.model_dump(mode="json"), media_type="application/json")
 
 
-async def _find(batches: Batches, batch_id: str) -> BatchRecord:
-    record = await asyncio.to_thread(batches.store.get, batch_id)
+async def _find(request: AnyRequest, batch_id: str) -> BatchRecord:
+    """The request's workspace's batch (another workspace's is a 404, as an unknown one)."""
+    record = await asyncio.to_thread(_batches(request).store.get, batch_id, workspace=workspace_of(request))
     if record is None:
         raise NotFoundError(f"message_batch_id: no Message Batch with id {batch_id!r}")
     return record
@@ -75,20 +77,37 @@ async def create_batch(request: AnyRequest) -> Response[Any]:
     # The create call's anthropic-version governs every request of the batch (versioning.py).
     version = request.headers.get("anthropic-version")
     record = await asyncio.to_thread(
-        _create, batches, raw, request.headers.get("content-type"), _betas(request), version
+        _create,
+        batches,
+        raw,
+        request.headers.get("content-type"),
+        _betas(request),
+        version,
+        workspace_of(request),
     )
     batches.processor.wake()
     return _json(message_batch(record, _base_url(request)))
 
 
 def _create(
-    batches: Batches, raw: bytes, content_type: str | None, betas: list[str], version: str | None
+    batches: Batches,
+    raw: bytes,
+    content_type: str | None,
+    betas: list[str],
+    version: str | None,
+    workspace: str,
 ) -> BatchRecord:
     params = parse_create(raw, content_type)
     requests = [(item.custom_id, dump_params(item.params)) for item in params.requests]
     models = [batches.served_model(item.params) for item in params.requests]
     return batches.store.create(
-        new_batch_id(), requests, betas=betas, now=batches.now(), models=models, api_version=version
+        new_batch_id(),
+        requests,
+        betas=betas,
+        now=batches.now(),
+        models=models,
+        api_version=version,
+        workspace=workspace,
     )
 
 
@@ -103,7 +122,11 @@ async def list_batches(request: AnyRequest) -> Response[Any]:
         raise InvalidRequestError("after_id and before_id cannot both be set")
     try:
         records, has_more = await asyncio.to_thread(
-            _batches(request).store.page, after_id=after_id, before_id=before_id, limit=limit
+            _batches(request).store.page,
+            after_id=after_id,
+            before_id=before_id,
+            limit=limit,
+            workspace=workspace_of(request),
         )
     except CursorNotFound as exc:
         name = exc.args[0]
@@ -120,7 +143,7 @@ async def list_batches(request: AnyRequest) -> Response[Any]:
 
 @get("/v1/messages/batches/{message_batch_id:str}")
 async def retrieve_batch(request: AnyRequest) -> Response[Any]:
-    record = await _find(_batches(request), request.path_params["message_batch_id"])
+    record = await _find(request, request.path_params["message_batch_id"])
     return _json(message_batch(record, _base_url(request)))
 
 
@@ -129,7 +152,9 @@ async def cancel_batch(request: AnyRequest) -> Response[Any]:
     """Canceling starts at once; an ended batch (or one already canceling) is returned as it is."""
     batches = _batches(request)
     batch_id = request.path_params["message_batch_id"]
-    record = await asyncio.to_thread(batches.store.cancel, batch_id, now=batches.now())
+    record = await asyncio.to_thread(
+        batches.store.cancel, batch_id, now=batches.now(), workspace=workspace_of(request)
+    )
     if record is None:
         raise NotFoundError(f"message_batch_id: no Message Batch with id {batch_id!r}")
     batches.processor.wake()
@@ -140,7 +165,9 @@ async def cancel_batch(request: AnyRequest) -> Response[Any]:
 async def delete_batch(request: AnyRequest) -> Response[Any]:
     batch_id = request.path_params["message_batch_id"]
     try:
-        deleted = await asyncio.to_thread(_batches(request).store.delete, batch_id)
+        deleted = await asyncio.to_thread(
+            _batches(request).store.delete, batch_id, workspace=workspace_of(request)
+        )
     except NotEnded:
         raise InvalidRequestError(
             f"Message Batch {batch_id} cannot be deleted while it is being processed;"
@@ -155,7 +182,7 @@ async def delete_batch(request: AnyRequest) -> Response[Any]:
 async def batch_results(request: AnyRequest) -> Stream:
     """JSON Lines, one line per request, read from the database a page at a time."""
     batches = _batches(request)
-    record = await _find(batches, request.path_params["message_batch_id"])
+    record = await _find(request, request.path_params["message_batch_id"])
     if record.status != "ended":
         raise InvalidRequestError(
             f"Message Batch {record.id} has not ended ({record.status}): its results are available"

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from reference_server.workspaces.keys import DEFAULT_WORKSPACE
+
 __all__ = [
     "ARCHIVE_AFTER_S",
     "EXPIRY_S",
@@ -52,8 +54,9 @@ RESULT_STATES: tuple[ResultState, ...] = ("succeeded", "errored", "canceled", "e
 EXPIRY_S = 24 * 3600.0
 ARCHIVE_AFTER_S = 29 * 24 * 3600.0
 
-# 2: requests.model; 3: batches.api_version (older databases are migrated on open).
-_SCHEMA_VERSION = 3
+# 2: requests.model; 3: batches.api_version; 4: batches.workspace (older databases are
+# migrated on open).
+_SCHEMA_VERSION = 4
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS batches (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,  -- creation order: the list is newest first
@@ -67,6 +70,7 @@ CREATE TABLE IF NOT EXISTS batches (
     deleted INTEGER NOT NULL DEFAULT 0,
     betas TEXT NOT NULL,                    -- JSON array: the anthropic-beta of the create call
     api_version TEXT,                       -- the create call's anthropic-version (NULL: 2023-06-01)
+    workspace TEXT NOT NULL DEFAULT 'default',  -- its key's; another workspace sees no such batch
     total INTEGER NOT NULL,
     succeeded INTEGER NOT NULL DEFAULT 0,
     errored INTEGER NOT NULL DEFAULT 0,
@@ -96,6 +100,8 @@ UPDATE requests SET model = json_extract(params, '$.model')
 """
 # Version 2 had no api_version: its batches were all served with 2023-06-01's rules (NULL).
 _MIGRATE_FROM_2 = "ALTER TABLE batches ADD COLUMN api_version TEXT"
+# Version 3 had no workspaces: its batches are the default workspace's (DEFAULT_WORKSPACE).
+_MIGRATE_FROM_3 = "ALTER TABLE batches ADD COLUMN workspace TEXT NOT NULL DEFAULT 'default'"
 _BATCH_COLUMNS = (
     "seq, id, status, created_at, expires_at, ended_at, cancel_initiated_at, archived_at,"
     " betas, total, succeeded, errored, canceled, expired"
@@ -146,6 +152,7 @@ class PendingRequest:
     params: str  # JSON text, as sent
     betas: tuple[str, ...]
     api_version: str | None = None  # the create call's anthropic-version (None: 2023-06-01)
+    workspace: str = DEFAULT_WORKSPACE  # the batch's: its files and containers are this one's
 
     @property
     def key(self) -> tuple[int, int]:
@@ -197,6 +204,8 @@ class BatchStore:
                     self._db.execute(statement)
             if version in (1, 2) and tables:
                 self._db.execute(_MIGRATE_FROM_2)
+            if version in (1, 2, 3) and tables:
+                self._db.execute(_MIGRATE_FROM_3)
             for statement in _SCHEMA.strip().split(";\n"):
                 self._db.execute(statement)
             self._db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
@@ -222,15 +231,24 @@ class BatchStore:
         now: float,
         models: Sequence[str | None] = (),
         api_version: str | None = None,
+        workspace: str = DEFAULT_WORKSPACE,
     ) -> BatchRecord:
         """Store a new batch of `(custom_id, params JSON)` requests, all pending; `models[i]` is the
         served model that runs request i (missing or None: any server's processor); every request
         is served under the create call's `api_version` (None: 2023-06-01)."""
         with self._transaction():
             cursor = self._db.execute(
-                "INSERT INTO batches (id, status, created_at, expires_at, betas, api_version, total)"
-                " VALUES (?, 'in_progress', ?, ?, ?, ?, ?)",
-                (batch_id, now, now + EXPIRY_S, json.dumps(sorted(betas)), api_version, len(requests)),
+                "INSERT INTO batches (id, status, created_at, expires_at, betas, api_version, total,"
+                " workspace) VALUES (?, 'in_progress', ?, ?, ?, ?, ?, ?)",
+                (
+                    batch_id,
+                    now,
+                    now + EXPIRY_S,
+                    json.dumps(sorted(betas)),
+                    api_version,
+                    len(requests),
+                    workspace,
+                ),
             )
             seq = int(cursor.lastrowid or 0)
             self._db.executemany(
@@ -241,28 +259,28 @@ class BatchStore:
                     for idx, (custom_id, params) in enumerate(requests)
                 ),
             )
-            record = self._get(batch_id)
+            record = self._get(batch_id, workspace)
         assert record is not None
         return record
 
-    def get(self, batch_id: str) -> BatchRecord | None:
-        """The batch, or None (never existed, or deleted)."""
+    def get(self, batch_id: str, *, workspace: str = DEFAULT_WORKSPACE) -> BatchRecord | None:
+        """The batch, or None (never existed, deleted, or another workspace's)."""
         with self._lock:
-            return self._get(batch_id)
+            return self._get(batch_id, workspace)
 
     def page(
-        self, *, after_id: str | None, before_id: str | None, limit: int
+        self, *, after_id: str | None, before_id: str | None, limit: int, workspace: str = DEFAULT_WORKSPACE
     ) -> tuple[list[BatchRecord], bool]:
-        """Batches newest first: the `limit` just after `after_id`, just before `before_id`, or the
-        newest; and whether more lie beyond the page in that direction."""
+        """`workspace`'s batches newest first: the `limit` just after `after_id`, just before
+        `before_id`, or the newest; and whether more lie beyond the page in that direction."""
         with self._lock:
-            where, order, args = "deleted = 0", "DESC", []
+            where, order, args = "deleted = 0 AND workspace = ?", "DESC", list[object]([workspace])
             if after_id is not None:
                 where += " AND seq < ?"
-                args.append(self._seq_of(after_id, "after_id"))
+                args.append(self._seq_of(after_id, "after_id", workspace))
             elif before_id is not None:
                 where, order = where + " AND seq > ?", "ASC"
-                args.append(self._seq_of(before_id, "before_id"))
+                args.append(self._seq_of(before_id, "before_id", workspace))
             rows = self._db.execute(
                 f"SELECT {_BATCH_COLUMNS} FROM batches WHERE {where} ORDER BY seq {order} LIMIT ?",
                 (*args, limit + 1),
@@ -272,21 +290,22 @@ class BatchStore:
             records.reverse()
         return records, len(rows) > limit
 
-    def cancel(self, batch_id: str, *, now: float) -> BatchRecord | None:
-        """Start canceling an in-progress batch (a batch canceling or ended is left as it is)."""
+    def cancel(self, batch_id: str, *, now: float, workspace: str = DEFAULT_WORKSPACE) -> BatchRecord | None:
+        """Start canceling an in-progress batch of `workspace` (a batch canceling or ended is left
+        as it is)."""
         with self._transaction():
             self._db.execute(
                 "UPDATE batches SET status = 'canceling', cancel_initiated_at = ?"
-                " WHERE id = ? AND deleted = 0 AND status = 'in_progress'",
-                (now, batch_id),
+                " WHERE id = ? AND deleted = 0 AND status = 'in_progress' AND workspace = ?",
+                (now, batch_id, workspace),
             )
-            return self._get(batch_id)
+            return self._get(batch_id, workspace)
 
-    def delete(self, batch_id: str) -> bool:
-        """Delete an ended batch and its results; False when there is no such batch. Raises
-        NotEnded while it is being processed."""
+    def delete(self, batch_id: str, *, workspace: str = DEFAULT_WORKSPACE) -> bool:
+        """Delete an ended batch of `workspace` and its results; False when there is no such
+        batch. Raises NotEnded while it is being processed."""
         with self._transaction():
-            record = self._get(batch_id)
+            record = self._get(batch_id, workspace)
             if record is None:
                 return False
             if record.status != "ended":
@@ -310,15 +329,17 @@ class BatchStore:
             args = sorted(models)
         with self._lock:
             rows = self._db.execute(
-                "SELECT r.batch_seq, b.id, r.idx, r.custom_id, r.params, b.betas, b.api_version"
+                "SELECT r.batch_seq, b.id, r.idx, r.custom_id, r.params, b.betas, b.api_version, b.workspace"
                 " FROM requests AS r JOIN batches AS b ON b.seq = r.batch_seq"
                 " WHERE r.state = 'pending' AND b.status = 'in_progress' AND b.deleted = 0"
                 f"{where} ORDER BY r.batch_seq, r.idx LIMIT ?",
                 (*args, limit + len(skipped)),
             ).fetchall()
         found = [
-            PendingRequest(seq, batch_id, idx, custom_id, params, tuple(json.loads(betas)), version)
-            for seq, batch_id, idx, custom_id, params, betas, version in rows
+            PendingRequest(
+                seq, batch_id, idx, custom_id, params, tuple(json.loads(betas)), version, workspace
+            )
+            for seq, batch_id, idx, custom_id, params, betas, version, workspace in rows
             if (seq, idx) not in skipped
         ]
         return found[:limit]
@@ -390,14 +411,17 @@ class BatchStore:
     def _transaction(self) -> _Transaction:
         return _Transaction(self._db, self._lock)
 
-    def _get(self, batch_id: str) -> BatchRecord | None:
+    def _get(self, batch_id: str, workspace: str) -> BatchRecord | None:
         row = self._db.execute(
-            f"SELECT {_BATCH_COLUMNS} FROM batches WHERE id = ? AND deleted = 0", (batch_id,)
+            f"SELECT {_BATCH_COLUMNS} FROM batches WHERE id = ? AND deleted = 0 AND workspace = ?",
+            (batch_id, workspace),
         ).fetchone()
         return _record(row) if row is not None else None
 
-    def _seq_of(self, batch_id: str, name: str) -> int:
-        row = self._db.execute("SELECT seq FROM batches WHERE id = ?", (batch_id,)).fetchone()
+    def _seq_of(self, batch_id: str, name: str, workspace: str) -> int:
+        row = self._db.execute(
+            "SELECT seq FROM batches WHERE id = ? AND workspace = ?", (batch_id, workspace)
+        ).fetchone()
         if row is None:
             raise CursorNotFound(name)
         return int(row[0])

@@ -22,6 +22,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from reference_server.workspaces.keys import DEFAULT_WORKSPACE
+from reference_server.workspaces.migration import add_columns
+
 __all__ = ["MAX_AGE", "Container", "ContainerExpired", "ContainerStore", "UnknownContainer"]
 
 MAX_AGE = 30 * 24 * 3600.0  # the API's: 30 days after creation
@@ -31,7 +34,8 @@ CREATE TABLE IF NOT EXISTS containers (
     id TEXT PRIMARY KEY,
     created_at REAL NOT NULL,   -- Unix seconds
     used_at REAL NOT NULL,
-    expired INTEGER NOT NULL DEFAULT 0
+    expired INTEGER NOT NULL DEFAULT 0,
+    workspace TEXT NOT NULL DEFAULT 'default'
 );
 """
 
@@ -49,6 +53,7 @@ class Container:
     id: str
     directory: Path
     expires_at: float  # Unix seconds
+    workspace: str = DEFAULT_WORKSPACE  # the files its code writes are this workspace's
     # This request's skills (skills/loading.py): host directories its runs see read-only
     # (host, path inside), and the response's `container.skills` entries.
     mounts: tuple[tuple[Path, str], ...] = ()
@@ -64,14 +69,25 @@ class Container:
 
 
 class ContainerStore:
-    def __init__(self, root: Path, *, idle: float = 3600.0) -> None:
-        """`root`: the data directory; containers live in `root/containers/<id>/`."""
+    def __init__(self, root: Path, *, idle: float = 3600.0, workspace: str = DEFAULT_WORKSPACE) -> None:
+        """`root`: the data directory; containers live in `root/containers/<id>/`. Every method
+        but `sweep` sees and makes `workspace`'s containers only (`scoped`: another's view)."""
+        self._root = root
         self._dirs = root / "containers"
         self._dirs.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(root / "containers.sqlite3", check_same_thread=False)
         self._db.executescript(_SCHEMA)
+        add_columns(self._db, "containers", {"workspace": f"TEXT NOT NULL DEFAULT '{DEFAULT_WORKSPACE}'"})
         self._lock = threading.Lock()
         self.idle = idle
+        self.workspace = workspace
+
+    def scoped(self, workspace: str) -> ContainerStore:
+        """The same store (one connection and lock), seen from `workspace`."""
+        view = object.__new__(ContainerStore)
+        view._root, view._dirs, view._db, view._lock = self._root, self._dirs, self._db, self._lock
+        view.idle, view.workspace = self.idle, workspace
+        return view
 
     def create(self) -> Container:
         """A new, empty container."""
@@ -80,8 +96,11 @@ class ContainerStore:
         directory = self._dirs / container_id
         directory.mkdir(mode=0o700)
         with self._lock, self._db:
-            self._db.execute("INSERT INTO containers VALUES (?, ?, ?, 0)", (container_id, now, now))
-        return Container(container_id, directory, self._expiry(now, now))
+            self._db.execute(
+                "INSERT INTO containers (id, created_at, used_at, expired, workspace) VALUES (?, ?, ?, 0, ?)",
+                (container_id, now, now, self.workspace),
+            )
+        return Container(container_id, directory, self._expiry(now, now), self.workspace)
 
     def use(self, container_id: str) -> Container:
         """The container `container_id`, its idle time restarted; `UnknownContainer` or
@@ -89,9 +108,10 @@ class ContainerStore:
         now = time.time()
         with self._lock:
             row = self._db.execute(
-                "SELECT created_at, used_at, expired FROM containers WHERE id = ?", (container_id,)
+                "SELECT created_at, used_at, expired FROM containers WHERE id = ? AND workspace = ?",
+                (container_id, self.workspace),
             ).fetchone()
-            if row is None:
+            if row is None:  # another workspace's is as unknown
                 raise UnknownContainer(container_id)
             created, used, expired = row
             if expired or now >= self._expiry(created, used):
@@ -99,7 +119,7 @@ class ContainerStore:
                 raise ContainerExpired(container_id)
             with self._db:
                 self._db.execute("UPDATE containers SET used_at = ? WHERE id = ?", (now, container_id))
-        return Container(container_id, self._dirs / container_id, self._expiry(created, now))
+        return Container(container_id, self._dirs / container_id, self._expiry(created, now), self.workspace)
 
     def sweep(self) -> int:
         """Expire every container past its time; how many."""

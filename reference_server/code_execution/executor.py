@@ -34,6 +34,7 @@ from reference_server.protocol import (
     TextEditorCodeExecutionToolResultBlock,
 )
 from reference_server.sandbox import Completed, Limits, Policy, Sandbox
+from reference_server.workspaces.keys import DEFAULT_WORKSPACE
 
 from .containers import Container, ContainerStore
 
@@ -66,11 +67,13 @@ class CodeExecutor:
         # Files a run writes become Files API files (downloadable); None: not returned.
         self.files = files
 
-    async def container(self, requested: str | None) -> Container:
-        """The container a request names (`UnknownContainer`, `ContainerExpired`), or a new one."""
+    async def container(self, requested: str | None, workspace: str = DEFAULT_WORKSPACE) -> Container:
+        """The container a request of `workspace` names (`UnknownContainer`, another
+        workspace's too; `ContainerExpired`), or a new one of that workspace."""
+        containers = self.containers.scoped(workspace)
         if requested is not None:
-            return await asyncio.to_thread(self.containers.use, requested)
-        container = await asyncio.to_thread(self.containers.create)
+            return await asyncio.to_thread(containers.use, requested)
+        container = await asyncio.to_thread(containers.create)
         self.sandbox.claim(container.directory)
         return container
 
@@ -94,7 +97,7 @@ class CodeExecutor:
             return _error(name, tool_use_id, "output_file_too_large")
         prefix = "bash_" if bash else ""
         content = _ran(done, self.limits, prefix)
-        written = await asyncio.to_thread(self._keep_written, container.directory, before)
+        written = await asyncio.to_thread(self._keep_written, container, before)
         content["content"] = [{"type": f"{prefix}code_execution_output", "file_id": fid} for fid in written]
         return _BLOCKS[name](tool_use_id=tool_use_id, content=content)
 
@@ -114,11 +117,14 @@ class CodeExecutor:
             return _error(name, tool_use_id, "unavailable")
         return TextEditorCodeExecutionToolResultBlock(tool_use_id=tool_use_id, content=content)
 
-    def _keep_written(self, root: Path, before: dict[str, tuple[int, int]]) -> list[str]:
-        """The ids of the files the run created or changed, stored in the Files API (every
-        process of the run has ended: nothing changes them while they are read)."""
+    def _keep_written(self, container: Container, before: dict[str, tuple[int, int]]) -> list[str]:
+        """The ids of the files the run created or changed, stored in the Files API in the
+        container's workspace (every process of the run has ended: nothing changes them while
+        they are read)."""
         if self.files is None:
             return []
+        root = container.directory
+        files = self.files.scoped(container.workspace)
         after = _snapshot(root)
         changed = sorted(rel for rel, seen in after.items() if before.get(rel) != seen)
         ids = []
@@ -127,7 +133,7 @@ class CodeExecutor:
             if data is None:
                 continue
             kind = mimetypes.guess_type(rel)[0] or "application/octet-stream"
-            record = self.files.add(
+            record = files.add(
                 [data], filename=Path(rel).name, mime_type=kind, now=time.time(), downloadable=True
             )
             ids.append(record.id)

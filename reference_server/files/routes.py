@@ -22,6 +22,7 @@ from litestar.datastructures import UploadFile
 from reference_server.errors import InvalidRequestError, NotFoundError, RequestTooLargeError
 from reference_server.files.store import CursorNotFound, FileRecord, FileStore
 from reference_server.validation import parse_limit
+from reference_server.workspaces import workspace_of
 
 __all__ = ["MAX_FILE_BYTES", "file_metadata", "file_route_handlers"]
 
@@ -33,8 +34,9 @@ AnyRequest = Request[Any, Any, Any]
 
 
 def _store(request: AnyRequest) -> FileStore:
+    """The Files API store as the request's workspace sees it."""
     store: FileStore = request.app.state.files
-    return store
+    return store.scoped(workspace_of(request))
 
 
 def _limit(request: AnyRequest) -> int:

@@ -22,6 +22,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from reference_server.workspaces.keys import DEFAULT_WORKSPACE
+from reference_server.workspaces.migration import add_columns
+
 __all__ = ["CursorNotFound", "FileRecord", "FileStore", "new_file_id"]
 
 _ALPHABET = string.ascii_letters + string.digits
@@ -36,6 +39,11 @@ CREATE TABLE IF NOT EXISTS files (
     deleted INTEGER NOT NULL DEFAULT 0
 );
 """
+# Columns added since the first schema, with their defaults (rows written before get them).
+_ADDED = {
+    "downloadable": "INTEGER NOT NULL DEFAULT 0",  # code execution's files
+    "workspace": f"TEXT NOT NULL DEFAULT '{DEFAULT_WORKSPACE}'",  # several keys (workspaces/)
+}
 _TEMP_PREFIX = ".upload-"
 _CHUNK = 1 << 20
 
@@ -66,11 +74,23 @@ def _record(row: tuple[str, str, str, int, float, int]) -> FileRecord:
 class FileStore:
     """Files under `directory`; `open` creates what is missing and sweeps a crash's leftovers."""
 
-    def __init__(self, directory: Path, connection: sqlite3.Connection) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        connection: sqlite3.Connection,
+        workspace: str = DEFAULT_WORKSPACE,
+        lock: threading.Lock | None = None,
+    ) -> None:
         self.directory = directory
         self._blobs = directory / "files"
         self._db = connection
-        self._lock = threading.Lock()
+        self._lock = lock or threading.Lock()
+        # Every method sees and makes this workspace's files only (`scoped` gives another's).
+        self.workspace = workspace
+
+    def scoped(self, workspace: str) -> FileStore:
+        """The same store, seen from `workspace` (one connection and lock for all)."""
+        return FileStore(self.directory, self._db, workspace, self._lock)
 
     @classmethod
     def open(cls, directory: Path) -> FileStore:
@@ -80,10 +100,7 @@ class FileStore:
         connection.execute("PRAGMA journal_mode=WAL")
         connection.execute("PRAGMA synchronous=FULL")
         connection.executescript(_SCHEMA)
-        columns = {row[1] for row in connection.execute("PRAGMA table_info(files)")}
-        if "downloadable" not in columns:  # a store written before code execution's files
-            with connection:
-                connection.execute("ALTER TABLE files ADD COLUMN downloadable INTEGER NOT NULL DEFAULT 0")
+        add_columns(connection, "files", _ADDED)
         store = cls(directory, connection)
         store._sweep()
         return store
@@ -128,23 +145,24 @@ class FileStore:
         record = FileRecord(file_id, filename, mime_type, size, now, downloadable)
         with self._lock, self._db:
             self._db.execute(
-                "INSERT INTO files (id, filename, mime_type, size_bytes, created_at, downloadable)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (file_id, filename, mime_type, size, now, int(downloadable)),
+                "INSERT INTO files (id, filename, mime_type, size_bytes, created_at, downloadable,"
+                " workspace) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (file_id, filename, mime_type, size, now, int(downloadable), self.workspace),
             )
         return record
 
     def get(self, file_id: str) -> FileRecord | None:
+        """A listed file of this store's workspace (another workspace's is None, as an unknown one)."""
         with self._lock:
             row = self._db.execute(
                 "SELECT id, filename, mime_type, size_bytes, created_at, downloadable FROM files"
-                " WHERE id = ? AND deleted = 0",
-                (file_id,),
+                " WHERE id = ? AND deleted = 0 AND workspace = ?",
+                (file_id, self.workspace),
             ).fetchone()
         return _record(row) if row else None
 
     def read(self, file_id: str) -> tuple[FileRecord, bytes] | None:
-        """A listed file's record and bytes (None: unknown or deleted)."""
+        """A listed file's record and bytes (None: unknown, deleted, or another workspace's)."""
         record = self.get(file_id)
         if record is None:
             return None
@@ -154,10 +172,11 @@ class FileStore:
             return None
 
     def delete(self, file_id: str) -> bool:
-        """Delete a listed file (False: unknown or already deleted)."""
+        """Delete a listed file (False: unknown, already deleted, or another workspace's)."""
         with self._lock, self._db:
             done = self._db.execute(
-                "UPDATE files SET deleted = 1 WHERE id = ? AND deleted = 0", (file_id,)
+                "UPDATE files SET deleted = 1 WHERE id = ? AND deleted = 0 AND workspace = ?",
+                (file_id, self.workspace),
             ).rowcount
         if done:
             (self._blobs / file_id).unlink(missing_ok=True)
@@ -166,12 +185,15 @@ class FileStore:
     def page(
         self, *, after_id: str | None, before_id: str | None, limit: int
     ) -> tuple[list[FileRecord], bool]:
-        """Newest first; `after_id` pages on to older files, `before_id` back to newer ones."""
+        """The workspace's files, newest first; `after_id` pages on to older files, `before_id` back
+        to newer ones (a cursor naming another workspace's file is as unknown)."""
         with self._lock:
             anchor = after_id if after_id is not None else before_id
             clause, order, args = "", "DESC", list[object]()
             if anchor is not None:
-                row = self._db.execute("SELECT seq FROM files WHERE id = ?", (anchor,)).fetchone()
+                row = self._db.execute(
+                    "SELECT seq FROM files WHERE id = ? AND workspace = ?", (anchor, self.workspace)
+                ).fetchone()
                 if row is None:
                     raise CursorNotFound("after_id" if after_id is not None else "before_id")
                 clause = "AND seq < ?" if after_id is not None else "AND seq > ?"
@@ -179,8 +201,8 @@ class FileStore:
                 args.append(row[0])
             rows = self._db.execute(
                 "SELECT id, filename, mime_type, size_bytes, created_at, downloadable FROM files"
-                f" WHERE deleted = 0 {clause} ORDER BY seq {order} LIMIT ?",
-                (*args, limit + 1),
+                f" WHERE deleted = 0 AND workspace = ? {clause} ORDER BY seq {order} LIMIT ?",
+                (self.workspace, *args, limit + 1),
             ).fetchall()
         records = [_record(row) for row in rows[:limit]]
         if order == "ASC":

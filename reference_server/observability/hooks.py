@@ -12,6 +12,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from reference_server.ids import request_id_of
 from reference_server.observability.logs import ACCESS_LOGGER
 from reference_server.observability.metrics import ServingMetrics
+from reference_server.workspaces import DEFAULT_WORKSPACE, key_of
 
 __all__ = ["observe_response", "timed"]
 
@@ -31,6 +32,16 @@ def timed(app: ASGIApp) -> ASGIApp:
     return middleware
 
 
+def _workspace(scope: Scope) -> str:
+    """The workspace label: the request's key's; `unauthenticated` when keys are required and
+    none matched (a 401, or a route answered before the guard)."""
+    entry = key_of(scope)
+    if entry is not None:
+        return entry.workspace
+    keyfile = getattr(scope["app"].state, "keyfile", None)
+    return "unauthenticated" if keyfile is not None and keyfile.ring.required else DEFAULT_WORKSPACE
+
+
 async def observe_response(message: Message, scope: Scope) -> None:
     """before_send: count the response when it starts, log it when its last byte goes."""
     if scope["type"] != ScopeType.HTTP:
@@ -41,7 +52,7 @@ async def observe_response(message: Message, scope: Scope) -> None:
         state[_STATUS] = message["status"]
         metrics: ServingMetrics | None = getattr(scope["app"].state, "metrics", None)
         if metrics is not None:
-            metrics.count_response(scope.get("path_template"), method, message["status"])
+            metrics.count_response(scope.get("path_template"), method, message["status"], _workspace(scope))
     elif (
         message["type"] == "http.response.body"
         and not message.get("more_body", False)

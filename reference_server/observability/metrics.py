@@ -2,9 +2,10 @@
 in one process never share counters).
 
 Requests are counted by route template (bounded cardinality: `/v1/files/{file_id}`, never
-the id) and status. Tokens, time to first token and decode rate are measured on every
-generation `MessagesService.start` admits, whichever route or batch asked for it; queue depth,
-batch size and the prompt cache's size are read from the engine at scrape time.
+the id), status and workspace (the keys file's: bounded too; never the key). Tokens, time to
+first token and decode rate are measured on every generation `MessagesService.start` admits,
+whichever route or batch asked for it; queue depth, batch size and the prompt cache's size are
+read from the engine at scrape time.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ class ServingMetrics:
         r = self.registry
         self.requests = Counter(
             "plumbline_http_requests",
-            "HTTP responses, by route template, method and status",
-            ["route", "method", "status"],
+            "HTTP responses, by route template, method, status and workspace (never by key)",
+            ["route", "method", "status", "workspace"],
             registry=r,
         )
         self.input_tokens = Counter(
@@ -81,8 +82,8 @@ class ServingMetrics:
             for name, documentation, attribute in gauges:
                 Gauge(name, documentation, registry=r).set_function(_reader(load, attribute))
 
-    def count_response(self, route: str | None, method: str, status: int) -> None:
-        self.requests.labels(route or UNMATCHED, method, str(status)).inc()
+    def count_response(self, route: str | None, method: str, status: int, workspace: str) -> None:
+        self.requests.labels(route or UNMATCHED, method, str(status), workspace).inc()
 
     def metered(self, generation: Generation) -> MeteredGeneration:
         """`generation`, measured as it is read."""

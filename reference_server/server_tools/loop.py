@@ -217,7 +217,7 @@ class ServerToolRuntime:
         if isinstance(config, CodeExecutionConfig):
             assert self.code is not None  # refused in prepare without it
             if state.container is None:
-                state.container = await self.code.container(None)
+                state.container = await self.code.container(None, plan.workspace)
             return await self.code.execute(call.id, call.name, arguments, state.container)
         assert isinstance(config, WebFetchConfig)
         url = arguments.get("url")

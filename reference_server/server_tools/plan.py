@@ -12,6 +12,7 @@ from typing import Any
 from reference_server.code_execution.containers import Container
 from reference_server.protocol import ServerToolResultBlock
 from reference_server.tools.definitions import ToolDefinition
+from reference_server.workspaces.keys import DEFAULT_WORKSPACE
 
 __all__ = ["ServerToolPlan"]
 
@@ -33,6 +34,7 @@ class ServerToolPlan:
     # The code execution container the request named (checked to exist); None: one is made at
     # the turn's first call of a code execution sub-tool.
     container: Container | None = None
+    workspace: str = DEFAULT_WORKSPACE  # the request's: a container made for it is this one's
 
     def tool(self, name: str) -> ToolDefinition | None:
         return next((tool for tool in self.tools if tool.name == name), None)

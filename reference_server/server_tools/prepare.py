@@ -115,7 +115,7 @@ async def named_container(
     if not any(isinstance(tool.server, CodeExecutionConfig) for tool in plan.tools):
         return plan
     try:
-        found = await runtime.code.container(container)
+        found = await runtime.code.container(container, plan.workspace)
     except UnknownContainer:
         raise NotFoundError(f"container: no container with id {container!r}") from None
     except ContainerExpired:
@@ -146,7 +146,7 @@ async def with_uploads(
         raise InvalidRequestError(
             "container_upload blocks need a code execution tool in `tools` that the model may call"
         )
-    container = plan.container or await code.container(None)
+    container = plan.container or await code.container(None, plan.workspace)
     owner = code.sandbox.owner(container.directory)
     await asyncio.to_thread(place, uploads, container, files, owner)
     return replace(plan, container=container)
@@ -168,7 +168,7 @@ async def with_skills(
         raise InvalidRequestError(
             f"container.skills: this host's sandbox ({code.sandbox.kind}) cannot mount skills"
         )
-    container = plan.container or await code.container(None)
+    container = plan.container or await code.container(None, plan.workspace)
     container = replace(
         container,
         mounts=tuple((skill.directory, skill.path) for skill in skills),

@@ -22,6 +22,7 @@ from litestar.datastructures import UploadFile
 
 from reference_server.errors import InvalidRequestError, NotFoundError
 from reference_server.validation import parse_limit
+from reference_server.workspaces import workspace_of
 
 from .bundle import MAX_BUNDLE_BYTES, read_bundle
 from .store import NameChanged, SkillRecord, SkillStore, SkillVersionRecord
@@ -34,8 +35,9 @@ AnyRequest = Request[Any, Any, Any]
 
 
 def _store(request: AnyRequest) -> SkillStore:
+    """The Skills API store as the request's workspace sees it."""
     store: SkillStore = request.app.state.skills
-    return store
+    return store.scoped(workspace_of(request))
 
 
 def _time(seconds: float) -> str:

@@ -23,6 +23,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from reference_server.workspaces.keys import DEFAULT_WORKSPACE
+from reference_server.workspaces.migration import add_columns
+
 from .bundle import Bundle
 
 __all__ = ["SkillRecord", "SkillStore", "SkillVersionRecord"]
@@ -36,7 +39,8 @@ CREATE TABLE IF NOT EXISTS skills (
     display_name TEXT NOT NULL,
     created_at REAL NOT NULL,               -- Unix seconds
     updated_at REAL NOT NULL,
-    deleted INTEGER NOT NULL DEFAULT 0
+    deleted INTEGER NOT NULL DEFAULT 0,
+    workspace TEXT NOT NULL DEFAULT 'default'  -- its versions are its workspace's too
 );
 CREATE TABLE IF NOT EXISTS skill_versions (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -76,16 +80,25 @@ class NameChanged(ValueError):
 
 
 class SkillStore:
-    def __init__(self, root: Path) -> None:
-        """`root`: the data directory."""
-        self._files = root / "skills"
+    def __init__(self, root: Path, workspace: str = DEFAULT_WORKSPACE) -> None:
+        """`root`: the data directory. Every method sees and makes `workspace`'s skills only
+        (`scoped` gives another workspace's view of the same store)."""
+        self.workspace = workspace
+        self._files: Path = root / "skills"
         self._files.mkdir(parents=True, exist_ok=True)
         os.chmod(self._files, 0o755)  # a sandboxed run reads a version's files through a mount
         self._db = sqlite3.connect(root / "skills.sqlite3", check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(_SCHEMA)
+        add_columns(self._db, "skills", {"workspace": f"TEXT NOT NULL DEFAULT '{DEFAULT_WORKSPACE}'"})
         self._lock = threading.Lock()
         self._sweep()
+
+    def scoped(self, workspace: str) -> SkillStore:
+        """The same store (one connection and lock), seen from `workspace`."""
+        view = object.__new__(SkillStore)
+        view.workspace, view._files, view._db, view._lock = workspace, self._files, self._db, self._lock
+        return view
 
     def close(self) -> None:
         self._db.close()
@@ -98,9 +111,9 @@ class SkillStore:
             version = self._write(skill_id, None, bundle)
             with self._db:
                 self._db.execute(
-                    "INSERT INTO skills (id, name, display_name, created_at, updated_at)"
-                    " VALUES (?, ?, ?, ?, ?)",
-                    (skill_id, bundle.name, display_name or bundle.name, now, now),
+                    "INSERT INTO skills (id, name, display_name, created_at, updated_at, workspace)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (skill_id, bundle.name, display_name or bundle.name, now, now, self.workspace),
                 )
                 self._insert_version(skill_id, version, bundle, now)
             found = self._skill(skill_id)
@@ -137,12 +150,18 @@ class SkillStore:
         if source not in (None, "custom"):
             return [], False
         with self._lock:
-            start = self._seq("skills", "id", after)
-            if start is None:
-                return None
+            start = 1 << 62
+            if after is not None:
+                row = self._db.execute(
+                    "SELECT seq FROM skills WHERE id = ? AND workspace = ?", (after, self.workspace)
+                ).fetchone()
+                if row is None:
+                    return None
+                start = row[0]
             rows = self._db.execute(
-                "SELECT id FROM skills WHERE deleted = 0 AND seq < ? ORDER BY seq DESC LIMIT ?",
-                (start, limit + 1),
+                "SELECT id FROM skills WHERE deleted = 0 AND workspace = ? AND seq < ?"
+                " ORDER BY seq DESC LIMIT ?",
+                (self.workspace, start, limit + 1),
             ).fetchall()
             skills = [self._skill(row[0]) for row in rows[:limit]]
         return [s for s in skills if s is not None], len(rows) > limit
@@ -212,8 +231,9 @@ class SkillStore:
 
     def _skill(self, skill_id: str) -> SkillRecord | None:
         row = self._db.execute(
-            "SELECT id, name, display_name, created_at, updated_at FROM skills WHERE id = ? AND deleted = 0",
-            (skill_id,),
+            "SELECT id, name, display_name, created_at, updated_at FROM skills"
+            " WHERE id = ? AND deleted = 0 AND workspace = ?",
+            (skill_id, self.workspace),
         ).fetchone()
         if row is None:
             return None
@@ -228,20 +248,14 @@ class SkillStore:
         row = self._db.execute(
             "SELECT v.description, v.created_at, s.name FROM skill_versions v"
             " JOIN skills s ON s.id = v.skill_id"
-            " WHERE v.skill_id = ? AND v.version = ? AND v.deleted = 0 AND s.deleted = 0",
-            (skill_id, version),
+            " WHERE v.skill_id = ? AND v.version = ? AND v.deleted = 0 AND s.deleted = 0 AND s.workspace = ?",
+            (skill_id, version, self.workspace),
         ).fetchone()
         if row is None:
             return None
         description, created, name = row
         directory = self._files / skill_id / version / name
         return SkillVersionRecord(skill_id, version, name, description, created, directory)
-
-    def _seq(self, table: str, column: str, value: str | None) -> int | None:
-        if value is None:
-            return 1 << 62
-        row = self._db.execute(f"SELECT seq FROM {table} WHERE {column} = ?", (value,)).fetchone()
-        return None if row is None else int(row[0])
 
     def _insert_version(self, skill_id: str, version: str, bundle: Bundle, now: float) -> None:
         self._db.execute(

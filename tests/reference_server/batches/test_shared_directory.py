@@ -115,7 +115,7 @@ def test_a_version_1_database_is_migrated_with_each_pending_requests_model(tmp_p
     try:
         assert [p.idx for p in store.pending(10, models={TINY})] == [0, 2]  # 2 names none: any server
         assert [p.idx for p in store.pending(10, models={SMOL})] == [1, 2]
-        assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 3
+        assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 4
         assert {p.api_version for p in store.pending(10)} == {None}  # served with 2023-06-01's rules
     finally:
         store.close()
@@ -154,7 +154,7 @@ def test_a_version_2_database_is_migrated_and_its_batches_keep_2023_06_01(tmp_pa
     try:
         [pending] = store.pending(10, models={TINY})
         assert (pending.custom_id, pending.api_version) == ("c0", None)
-        assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 3
+        assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 4
         later = store.create("msgbatch_new", [("c0", "{}")], betas=[], now=now, api_version="2026-10-21")
         assert later.total == 1
         assert [p.api_version for p in store.pending(10)] == [None, "2026-10-21"]

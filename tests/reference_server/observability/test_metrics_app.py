@@ -62,10 +62,13 @@ def test_counters_follow_the_responses(client):
     client.get("/no/such/route")  # the router's 404: no route template
     page = client.get("/metrics").text
     requests = "plumbline_http_requests_total"
-    assert value(page, requests, route="/v1/messages", method="POST", status="200") == 1
-    assert value(page, requests, route="/v1/messages", method="POST", status="400") == 1
-    assert value(page, requests, route="/v1/files/{file_id}", method="GET", status="404") == 1
-    assert value(page, requests, route="unmatched", method="GET", status="404") == 1
+    assert value(page, requests, route="/v1/messages", method="POST", status="200", workspace="default") == 1
+    assert value(page, requests, route="/v1/messages", method="POST", status="400", workspace="default") == 1
+    assert (
+        value(page, requests, route="/v1/files/{file_id}", method="GET", status="404", workspace="default")
+        == 1
+    )
+    assert value(page, requests, route="unmatched", method="GET", status="404", workspace="default") == 1
     usage = message["usage"]
     assert value(page, "plumbline_input_tokens_total") == usage["input_tokens"]
     assert value(page, "plumbline_output_tokens_total") == usage["output_tokens"]
@@ -83,7 +86,15 @@ def test_a_stream_cut_short_is_still_counted(client):
     page = client.get("/metrics").text
     assert value(page, "plumbline_generations_total") == 1
     assert (
-        value(page, "plumbline_http_requests_total", route="/v1/messages", method="POST", status="200") == 1
+        value(
+            page,
+            "plumbline_http_requests_total",
+            route="/v1/messages",
+            method="POST",
+            status="200",
+            workspace="default",
+        )
+        == 1
     )
 
 

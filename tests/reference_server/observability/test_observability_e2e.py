@@ -77,7 +77,15 @@ def test_metrics_and_json_logs_of_real_generations(served: tuple[str, Path]) -> 
         page, "plumbline_speculative_kept_tokens"
     )
     assert (
-        value(page, "plumbline_http_requests_total", route="/v1/messages", method="POST", status="200") == 2
+        value(
+            page,
+            "plumbline_http_requests_total",
+            route="/v1/messages",
+            method="POST",
+            status="200",
+            workspace="default",
+        )
+        == 2
     )
 
     lines = [line for line in log.read_text().splitlines() if line.strip()]

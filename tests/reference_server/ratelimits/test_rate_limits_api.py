@@ -9,6 +9,7 @@ from typing import Any
 
 from reference_server.engine.scripted import ScriptedEngine
 from reference_server.ratelimits import Limits, RateLimiter
+from reference_server.workspaces.limits import KeyLimiters
 from tests.reference_server.conftest import HEADERS, make_client
 
 BODY: dict[str, Any] = {
@@ -59,7 +60,7 @@ def test_a_stream_settles_the_output_estimate_from_its_usage(scripted_engine: Sc
     with make_client(scripted_engine, rate_limit_otpm=1000) as client:
         client.headers.update(HEADERS)
         # a clock that stands still, so that only the refund moves the bucket
-        client.app.state.limiter = RateLimiter(Limits(otpm=1000), clock=lambda: 0.0, wall=lambda: 0.0)
+        client.app.state.limiters = still(Limits(otpm=1000))
         with client.stream(
             "POST", "/v1/messages", json={**BODY, "max_tokens": 200, "stream": True}
         ) as stream:
@@ -80,12 +81,15 @@ CHAT: dict[str, Any] = {
 }
 
 
+def still(limits: Limits) -> KeyLimiters:
+    """Limits whose buckets' clock stands still, so that only refunds move them."""
+    return KeyLimiters(limits, lambda own: RateLimiter(own, clock=lambda: 0.0, wall=lambda: 0.0))
+
+
 def test_chat_completions_share_the_limits_in_openais_shapes(scripted_engine: ScriptedEngine) -> None:
     with make_client(scripted_engine, rate_limit_rpm=2, rate_limit_otpm=1000) as client:
         client.headers.update(HEADERS)
-        client.app.state.limiter = RateLimiter(
-            Limits(rpm=2, otpm=1000), clock=lambda: 0.0, wall=lambda: 0.0
-        )  # still: only refunds move the buckets
+        client.app.state.limiters = still(Limits(rpm=2, otpm=1000))  # only refunds move the buckets
         message = client.post("/v1/messages", json=BODY)
         chat = client.post("/v1/chat/completions", json=CHAT)
         assert (message.status_code, chat.status_code) == (200, 200)
@@ -112,7 +116,7 @@ def test_chat_completions_share_the_limits_in_openais_shapes(scripted_engine: Sc
 def test_a_streamed_chat_completion_settles_its_output(scripted_engine: ScriptedEngine) -> None:
     with make_client(scripted_engine, rate_limit_otpm=1000) as client:
         client.headers.update(HEADERS)
-        client.app.state.limiter = RateLimiter(Limits(otpm=1000), clock=lambda: 0.0, wall=lambda: 0.0)
+        client.app.state.limiters = still(Limits(otpm=1000))
         streamed = {**CHAT, "max_tokens": 200, "stream": True, "stream_options": {"include_usage": True}}
         with client.stream("POST", "/v1/chat/completions", json=streamed) as stream:
             assert stream.headers["x-ratelimit-remaining-tokens"] == "800"

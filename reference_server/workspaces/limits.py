@@ -1,0 +1,33 @@
+"""Rate limits per key: each key its own buckets, at its own limits (the keys file's
+`rate_limit_*`) or the server's (`--rate-limit-*`); a server without keys has one set of
+buckets, as before. A key's buckets outlive a reload of the keys file (found again by the key)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from reference_server.ratelimits import Limits, RateLimiter
+from reference_server.workspaces.keys import KeyEntry
+
+__all__ = ["KeyLimiters"]
+
+
+class KeyLimiters:
+    def __init__(self, default: Limits, make: Callable[[Limits], RateLimiter] = RateLimiter) -> None:
+        """`make`: a key's buckets from its limits (tests give one with a clock of their own)."""
+        self.default = default
+        self._make = make
+        self._anonymous = make(default) if default.on else None
+        self._by_key: dict[str, RateLimiter | None] = {}
+        self._lock = threading.Lock()
+
+    def of(self, entry: KeyEntry | None) -> RateLimiter | None:
+        """The buckets of the request's key (None: not limited)."""
+        if entry is None:
+            return self._anonymous
+        with self._lock:
+            if entry.key not in self._by_key:
+                limits = entry.limits or self.default
+                self._by_key[entry.key] = self._make(limits) if limits.on else None
+            return self._by_key[entry.key]
