@@ -57,6 +57,7 @@ AREAS = (
     "BATCH",
     "FILES",  # the Files API (beta) and file sources in messages
     "SKILL",  # the Skills API (beta) and skills loaded into a code execution container
+    "ISO",  # workspaces: what one workspace's key makes, another's cannot see
     "RATE",  # rate limits: the ratelimit headers, 429 with retry-after, the SDK's retry
     "HDR",
     "AUTH",

@@ -72,6 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--target", help="base URL of the server under test (default: start ours)")
     parser.add_argument("--model", help="model id to send (default: the first /v1/models lists)")
     parser.add_argument("--api-key", default=os.environ.get("PLUMBLINE_API_KEY"))
+    parser.add_argument(
+        "--second-api-key",
+        default=os.environ.get("PLUMBLINE_SECOND_API_KEY"),
+        help="a key of another workspace of the same target: the ISO-* properties judge that what one"
+        " workspace makes the other cannot see (without it they are UNSUPPORTED)",
+    )
     parser.add_argument("--auth-header", choices=["x-api-key", "bearer"], default="x-api-key")
     parser.add_argument(
         "--timeout",
@@ -149,11 +155,19 @@ def _target(args: argparse.Namespace, run_id: str) -> Iterator[tuple[str, str | 
     console = Console(stderr=True, soft_wrap=True)  # a path is never broken onto a line of its own
     # Our own server runs with a key, so the AUTH properties are judged too.
     args.api_key = args.api_key or secrets.token_urlsafe(16)
+    # and a key of a second workspace, so the ISO properties are judged too.
+    args.second_api_key = args.second_api_key or secrets.token_urlsafe(16)
     log = args.report_dir / "reference" / run_id / "server.log"
     console.print(escape(f"starting the reference server ({args.server_model}); log: {log}"))
     try:
         server_args = [*JUDGED_SERVER_ARGS, *args.server_arg]  # a --server-arg given wins (it comes last)
-        with reference_server(args.server_model, log=log, args=server_args, api_key=args.api_key) as url:
+        with reference_server(
+            args.server_model,
+            log=log,
+            args=server_args,
+            api_key=args.api_key,
+            second_api_key=args.second_api_key,
+        ) as url:
             console.print(escape(f"reference server ready at {url}"))
             yield url, args.model or args.server_model, args.profile or REFERENCE_PROFILE
     except ServerFailedToStart as exc:
@@ -198,6 +212,8 @@ def run_suite(
         pytest_args.append(f"--plumbline-model={model}")
     if args.api_key:
         pytest_args.append(f"--plumbline-api-key={args.api_key}")
+    if args.second_api_key:
+        pytest_args.append(f"--plumbline-second-api-key={args.second_api_key}")
     if args.strict:
         pytest_args.append("--plumbline-strict")
     if profile:

@@ -102,6 +102,7 @@ JUDGES: dict[str, str] = {
     "batches": "BATCH-001",
     "files": "FILES-001",
     "skills": "SKILL-001",
+    "workspaces": "ISO-001",
     "tool_search": "SRVTOOL-015",
     "web_fetch": "SRVTOOL-015",
     "web_search": "SRVTOOL-015",
@@ -386,6 +387,8 @@ class Features:
             found = self._list_probe(feature)
         elif feature == "rate_limits":
             found = self._headers_probe(feature)
+        elif feature == "workspaces":
+            found = self._second_key()
         else:
             found = Support(feature, False, "undeclared", "nothing declares it and no request shows it")
         return _hinted(found, self.declared(feature), CAPABILITY_PATHS.get(feature))
@@ -492,6 +495,29 @@ class Features:
             )
         served = status < 400 or status in (401, 403)
         return Support(feature, served, "probe", said, evidence=proof)
+
+    def _second_key(self) -> Support:
+        """Workspaces: judged with a key of another workspace (--second-api-key), once the target
+        takes it (GET /v1/models answers 200); nothing else tells that a target has two."""
+        if self._target.config.second_api_key is None:
+            detail = "no --second-api-key: a key of another workspace of the target is needed"
+            return Support("workspaces", False, "option", detail)
+        with self._apart():
+            try:
+                response = self._target.request(
+                    "GET", "/v1/models", headers=self._target.headers(second=True)
+                )
+            except httpx.TransportError as exc:
+                detail = f"GET /v1/models with the second key failed ({type(exc).__name__})"
+                return Support(
+                    "workspaces", False, "probe", detail, failed=True, evidence=self._probe_evidence()
+                )
+            proof = self._probe_evidence()
+        status = response.status_code
+        said = f"GET /v1/models with the second key got HTTP {status}{error_words(response.content)}"
+        if response.status_code != 200:
+            return Support("workspaces", False, "probe", f"{said}: the key is not taken", evidence=proof)
+        return Support("workspaces", True, "probe", said, evidence=proof)
 
     def _headers_probe(self, feature: str) -> Support:
         """Rate limits: whether one tiny message's answer reports them in `anthropic-ratelimit-*`

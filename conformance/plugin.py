@@ -105,6 +105,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--plumbline-target", help="base URL of the server under test")
     group.addoption("--plumbline-model", help="model id to send (default: first in /v1/models)")
     group.addoption("--plumbline-api-key", default=None)
+    group.addoption("--plumbline-second-api-key", default=None, help="a key of another workspace (ISO-*)")
     group.addoption("--plumbline-auth-header", choices=["x-api-key", "bearer"], default="x-api-key")
     group.addoption("--plumbline-timeout", type=float, default=120.0, help="seconds per answer")
     group.addoption("--plumbline-strict", action="store_true", help="SHOULD breakage gates too")
@@ -135,6 +136,7 @@ def pytest_configure(config: pytest.Config) -> None:
         url=url,
         model=model,
         api_key=config.getoption("plumbline_api_key"),
+        second_api_key=config.getoption("plumbline_second_api_key"),
         auth_header=config.getoption("plumbline_auth_header"),
         profile=profile,
         timeout=config.getoption("plumbline_timeout"),

@@ -30,6 +30,7 @@ code_execution = false             #   code execution (server tool: containers, 
 mcp = false                        #   the MCP connector (beta; the profile alone says it)
 files = false                      # the Files API (beta; else probed: GET /v1/files)
 skills = false                     # the Skills API (beta; else probed: GET /v1/skills)
+workspaces = false                 # two workspaces' keys (else: judged when --second-api-key is given)
 sampling_parameters = false        # temperature 0 taken at the version judged (else probed)
 prefill = false                    # a final assistant turn continued (else probed)
 rate_limits = false                # rate limits (else probed: anthropic-ratelimit-* headers)
@@ -67,6 +68,7 @@ FEATURES = (
     "mcp",  # the MCP connector (beta): declared by the profile only (a probe needs an MCP server)
     "files",  # the Files API (beta): probed by GET /v1/files
     "skills",  # the Skills API (beta): probed by GET /v1/skills
+    "workspaces",  # keys of two workspaces: judged with --second-api-key (ISO-*)
     "rate_limits",  # rate limits: probed by the anthropic-ratelimit-* headers of one tiny answer
     "sampling_parameters",  # temperature 0 taken at the version judged (2026-10-21 removes it)
     "prefill",  # a final assistant turn continued (the newest models refuse it with a 400)

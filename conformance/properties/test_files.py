@@ -10,13 +10,12 @@ Docs: https://platform.claude.com/docs/en/build-with-claude/files; schema: the O
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 
 from conformance.catalogue import Level, prop
+from conformance.generating.files import FILENAME, TEXT, headers, uploaded
 from conformance.judging.checks import (
     expect,
     expect_equal,
@@ -32,41 +31,12 @@ from conformance.wire.drivers import message_body
 from conformance.wire.target import Target
 
 GUIDE = "build-with-claude/files"
-BETA = "files-api-2025-04-14"
-TEXT = "The harbour opens at six. Boats leave at seven. The café on the quay closes at noon."
-FILENAME = "plumbline-harbour.txt"
 UNKNOWN_ID = "file_plumbline000000000000000000"
 # The Files endpoints are beta paths outside the coverage universe (the Messages surface):
 # these keys are the parts of it the properties exercise.
 COUNT = "endpoint:POST /v1/messages/count_tokens"
 MESSAGES = "endpoint:POST /v1/messages"
 BETA_HEADER = "param:anthropic-beta"
-
-
-def _headers(target: Target, **extra: str) -> dict[str, str]:
-    return {**target.headers(), "anthropic-beta": BETA, **extra}
-
-
-def upload(target: Target, data: bytes, filename: str = FILENAME, mime: str = "text/plain") -> httpx.Response:
-    """POST /v1/files with one multipart `file` part, as the SDK sends it."""
-    built = httpx.Request("POST", "http://x/v1/files", files={"file": (filename, data, mime)})
-    body = built.read()
-    headers = _headers(target, **{"content-type": built.headers["content-type"]})
-    return target.request("POST", "/v1/files", content=body, headers=headers)
-
-
-@contextlib.contextmanager
-def uploaded(target: Target, data: bytes = TEXT.encode()) -> Iterator[dict[str, Any]]:
-    """An uploaded file's metadata (the upload must be a 200 JSON object); deleted on exit."""
-    response = upload(target, data)
-    expect_status(response, 200)
-    meta = json_object(response, "the upload's answer")
-    try:
-        yield meta
-    finally:
-        if isinstance(meta.get("id"), str):
-            with contextlib.suppress(httpx.HTTPError):
-                target.request("DELETE", f"/v1/files/{meta['id']}", headers=_headers(target))
 
 
 def _file_id(meta: dict[str, Any]) -> str:
@@ -89,7 +59,7 @@ def _document_count(target: Target, source: dict[str, Any]) -> httpx.Response:
             }
         ],
     }
-    return target.request("POST", "/v1/messages/count_tokens", json_body=body, headers=_headers(target))
+    return target.request("POST", "/v1/messages/count_tokens", json_body=body, headers=headers(target))
 
 
 @prop(
@@ -119,10 +89,10 @@ def test_files_001_upload_metadata(target: Target) -> None:
         expect(isinstance(created, str) and "T" in created, "an RFC 3339 created_at", created)
         if "downloadable" in meta:
             expect(isinstance(meta["downloadable"], bool), "downloadable a boolean", meta["downloadable"])
-        found = target.request("GET", f"/v1/files/{file_id}", headers=_headers(target))
+        found = target.request("GET", f"/v1/files/{file_id}", headers=headers(target))
         expect_status(found, 200)
         expect_equal(expect_json(found), meta, "GET /v1/files/{id} (the upload's metadata)")
-        listed = target.request("GET", "/v1/files", headers=_headers(target), params={"limit": "100"})
+        listed = target.request("GET", "/v1/files", headers=headers(target), params={"limit": "100"})
         expect_status(listed, 200)
         data = json_object(listed, "the file list").get("data")
         ids = [f.get("id") for f in data if isinstance(f, dict)] if isinstance(data, list) else []
@@ -170,14 +140,14 @@ def test_files_002_file_source_reads_as_inline(target: Target) -> None:
 def test_files_003_deleted_and_unknown_files(target: Target) -> None:
     with uploaded(target) as meta:
         file_id = _file_id(meta)
-        gone = target.request("DELETE", f"/v1/files/{file_id}", headers=_headers(target))
+        gone = target.request("DELETE", f"/v1/files/{file_id}", headers=headers(target))
         expect_status(gone, 200)
         answer = json_object(gone, "the delete's answer")
         expect_equal(
             (answer.get("id"), answer.get("type")), (file_id, "file_deleted"), "the delete's id and type"
         )
         expect_error(
-            target.request("GET", f"/v1/files/{file_id}", headers=_headers(target)), 404, "not_found_error"
+            target.request("GET", f"/v1/files/{file_id}", headers=headers(target)), 404, "not_found_error"
         )
         expect_error(_document_count(target, {"type": "file", "file_id": file_id}), 404, "not_found_error")
     expect_error(_document_count(target, {"type": "file", "file_id": UNKNOWN_ID}), 404, "not_found_error")
@@ -208,7 +178,7 @@ def test_files_004_citations_name_the_file(target: Target) -> None:
         body = message_body(
             target, max_tokens=160, messages=[{"role": "user", "content": [document, question]}]
         )
-        response = target.request("POST", "/v1/messages", json_body=body, headers=_headers(target))
+        response = target.request("POST", "/v1/messages", json_body=body, headers=headers(target))
         expect_status(response, 200)
         message = json_object(response, "the Message")
         citations = citations_of(message)

@@ -17,13 +17,22 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import Iterator
 from typing import Any
-
-import httpx
 
 from conformance.catalogue import Level, prop
 from conformance.generating.code_execution import paused_call
+from conformance.generating.skills import (
+    BETA,
+    SKILL,
+    delete_skill,
+    fresh_name,
+    headers,
+    latest_of,
+    made_skill,
+    skill_md,
+    upload,
+    version_id,
+)
 from conformance.judging.checks import (
     Cases,
     expect,
@@ -39,71 +48,9 @@ from conformance.wire.drivers import create_json
 from conformance.wire.target import Target
 
 GUIDE = "build-with-claude/skills-guide"
-BETA = "skills-2025-10-02"
 UNKNOWN_ID = "skill_01plumbline00000000000000"
 BETA_HEADER = "param:anthropic-beta"
-SKILL = "the skill"
 VERSION = "the skill version"
-
-
-def _headers(target: Target, beta: str = BETA) -> dict[str, str]:
-    return {**target.headers(), "anthropic-beta": beta}
-
-
-def skill_md(name: str, description: str, body: str = "") -> bytes:
-    return f"---\nname: {name}\ndescription: {description}\n---\n{body}\n".encode()
-
-
-def upload(target: Target, parts: list[tuple[str, bytes]], path: str = "/v1/skills") -> httpx.Response:
-    """POST a skill's files as the SDK sends them: one `files[]` part each, named by its path."""
-    files = [("files[]", (name, data, "text/plain")) for name, data in parts]
-    built = httpx.Request("POST", "http://x/v1/skills", files=files)
-    body = built.read()
-    headers = {**_headers(target), "content-type": built.headers["content-type"]}
-    return target.request("POST", path, content=body, headers=headers)
-
-
-def delete_skill(target: Target, skill_id: str) -> None:
-    """Delete the skill's versions, then the skill (a target that deletes both at once is fine)."""
-    with contextlib.suppress(httpx.HTTPError, ValueError):
-        listed = target.request("GET", f"/v1/skills/{skill_id}/versions", headers=_headers(target))
-        versions = listed.json().get("data", []) if listed.status_code == 200 else []
-        for version in versions:
-            vid = version.get("id") or version.get("version")
-            target.request("DELETE", f"/v1/skills/{skill_id}/versions/{vid}", headers=_headers(target))
-        target.request("DELETE", f"/v1/skills/{skill_id}", headers=_headers(target))
-
-
-@contextlib.contextmanager
-def made_skill(target: Target, name: str, description: str, body: str = "") -> Iterator[dict[str, Any]]:
-    """A skill made from one SKILL.md (the upload must be a 200 JSON object); deleted on exit."""
-    response = upload(target, [(f"{name}/SKILL.md", skill_md(name, description, body))])
-    expect_status(response, 200)
-    skill = json_object(response, "the upload's answer")
-    try:
-        yield skill
-    finally:
-        if isinstance(skill.get("id"), str):
-            delete_skill(target, skill["id"])
-
-
-def _name() -> str:
-    return f"plumbline-{secrets.token_hex(3)}"
-
-
-def latest_of(skill: dict[str, Any]) -> str:
-    """The skill's newest version (SDK 2.17 `latest_version_id`, or the older `latest_version`)."""
-    field = "latest_version_id" if "latest_version_id" in skill else "latest_version"
-    latest: str = read(skill, field, str, where=SKILL)
-    return latest
-
-
-def version_id(version: dict[str, Any]) -> str:
-    """A version's identifier in paths (SDK 2.17 `id`; the older shape's `version`)."""
-    found = version.get("id") if isinstance(version.get("id"), str) else version.get("version")
-    expect(isinstance(found, str) and bool(found), "a version identifier (`id`)", found, reason="version-id")
-    assert isinstance(found, str)
-    return found
 
 
 def expect_skill(skill: dict[str, Any]) -> str:
@@ -137,14 +84,14 @@ def expect_skill(skill: dict[str, Any]) -> str:
     covers=(BETA_HEADER,),
 )
 def test_skill_001_upload_answers_a_skill(target: Target) -> None:
-    with made_skill(target, _name(), "Says when boats leave the harbour.") as skill:
+    with made_skill(target, fresh_name(), "Says when boats leave the harbour.") as skill:
         skill_id = expect_skill(skill)
-        found = target.request("GET", f"/v1/skills/{skill_id}", headers=_headers(target))
+        found = target.request("GET", f"/v1/skills/{skill_id}", headers=headers(target))
         expect_status(found, 200)
         expect_equal(
             json_object(found, SKILL), skill, "GET /v1/skills/{id} (the upload's answer)", reason="retrieve"
         )
-        listed = target.request("GET", "/v1/skills", headers=_headers(target), params={"limit": "100"})
+        listed = target.request("GET", "/v1/skills", headers=headers(target), params={"limit": "100"})
         expect_status(listed, 200)
         data = json_object(listed, "the skill list").get("data")
         ids = [s.get("id") for s in data if isinstance(s, dict)] if isinstance(data, list) else []
@@ -167,13 +114,13 @@ def test_skill_001_upload_answers_a_skill(target: Target) -> None:
     covers=(BETA_HEADER,),
 )
 def test_skill_002_versions(target: Target) -> None:
-    name, description = _name(), "Reads the tide tables."
+    name, description = fresh_name(), "Reads the tide tables."
     with made_skill(target, name, description) as skill:
         skill_id = read(skill, "id", str, where=SKILL)
         first = latest_of(skill)
         cases = Cases()
         with cases.case("latest"):
-            got = target.request("GET", f"/v1/skills/{skill_id}/versions/latest", headers=_headers(target))
+            got = target.request("GET", f"/v1/skills/{skill_id}/versions/latest", headers=headers(target))
             expect_status(got, 200)
             version = json_object(got, VERSION)
             expect_equal(version.get("type"), "skill_version", "the version's type", reason="type")
@@ -186,7 +133,7 @@ def test_skill_002_versions(target: Target) -> None:
                 version.get("description"), description, "the version's description", reason="description"
             )
         with cases.case("by id"):
-            got = target.request("GET", f"/v1/skills/{skill_id}/versions/{first}", headers=_headers(target))
+            got = target.request("GET", f"/v1/skills/{skill_id}/versions/{first}", headers=headers(target))
             expect_status(got, 200)
             expect_equal(
                 version_id(json_object(got, VERSION)), first, "the version asked for", reason="by-id"
@@ -200,7 +147,7 @@ def test_skill_002_versions(target: Target) -> None:
             expect_status(made, 200)
             second = version_id(json_object(made, "the new version"))
             expect(second != first, "a new version id", second, reason="new-version")
-            now = target.request("GET", f"/v1/skills/{skill_id}", headers=_headers(target))
+            now = target.request("GET", f"/v1/skills/{skill_id}", headers=headers(target))
             expect_status(now, 200)
             expect_equal(
                 latest_of(json_object(now, SKILL)),
@@ -208,7 +155,7 @@ def test_skill_002_versions(target: Target) -> None:
                 "the skill's latest after a new version",
                 reason="latest-moves",
             )
-            listed = target.request("GET", f"/v1/skills/{skill_id}/versions", headers=_headers(target))
+            listed = target.request("GET", f"/v1/skills/{skill_id}/versions", headers=headers(target))
             expect_status(listed, 200)
             data = json_object(listed, "the version list").get("data")
             ids = [version_id(v) for v in data if isinstance(v, dict)] if isinstance(data, list) else []
@@ -233,9 +180,9 @@ def test_skill_003_errors(target: Target) -> None:
     cases = Cases()
     for path in (f"/v1/skills/{UNKNOWN_ID}", f"/v1/skills/{UNKNOWN_ID}/versions"):
         with cases.case(f"GET {path}"):
-            expect_error(target.request("GET", path, headers=_headers(target)), 404, "not_found_error")
+            expect_error(target.request("GET", path, headers=headers(target)), 404, "not_found_error")
     with cases.case("no SKILL.md"):
-        name = _name()
+        name = fresh_name()
         answer = upload(target, [(f"{name}/notes.md", b"No frontmatter, no SKILL.md.\n")])
         if answer.status_code == 200:
             with contextlib.suppress(ValueError, AttributeError):
@@ -270,7 +217,7 @@ def test_skill_003_errors(target: Target) -> None:
     ),
 )
 def test_skill_004_loaded_into_the_container(target: Target) -> None:
-    name, nonce = _name(), secrets.token_hex(4)
+    name, nonce = fresh_name(), secrets.token_hex(4)
     with made_skill(target, name, "Prints a nonce.", f"nonce {nonce}") as skill:
         skill_id = read(skill, "id", str, where=SKILL)
         # Where the API mounts skills is not documented: the first SKILL.md under a directory
@@ -281,7 +228,7 @@ def test_skill_004_loaded_into_the_container(target: Target) -> None:
         body = paused_call(
             target, "bash_code_execution", {"command": command}, tool_id, container={"skills": [entry]}
         )
-        message = create_json(target, body, headers=_headers(target, f"code-execution-2025-08-25,{BETA}"))
+        message = create_json(target, body, headers=headers(target, f"code-execution-2025-08-25,{BETA}"))
         ran = expect_bash_result(result_for(message, tool_id, "bash_code_execution_tool_result"))
         if ran is None:
             not_judged("the bash call did not run (judged by CODE-001)", judged_by="CODE-001")

@@ -59,6 +59,10 @@ def _tail(log: Path, lines: int = 30) -> str:
         return "<no log>"
 
 
+# The workspace of a judged server's second key (its first key, --api-key, is the default one's).
+SECOND_WORKSPACE = "wrkspc_plumbline_second"
+
+
 @contextlib.contextmanager
 def reference_server(
     model: str,
@@ -66,16 +70,21 @@ def reference_server(
     log: Path,
     args: Sequence[str] = (),
     api_key: str | None = None,
+    second_api_key: str | None = None,
     timeout: float = 600.0,
 ) -> Iterator[str]:
     """Run `python -m reference_server --model MODEL` on a free loopback port; yields its URL.
+    `api_key` is the default workspace's; `second_api_key` that of another workspace (a keys
+    file in the data directory).
 
     Unless `args` name one, the server's data directory (signing key, message batches) is a
     temporary one, removed when it stops: a judged server starts from nothing a run left."""
     if "--data-dir" not in args:
         with tempfile.TemporaryDirectory(prefix="plumbline-server-") as data:
             own = [*args, "--data-dir", data]
-            with reference_server(model, log=log, args=own, api_key=api_key, timeout=timeout) as url:
+            with reference_server(
+                model, log=log, args=own, api_key=api_key, second_api_key=second_api_key, timeout=timeout
+            ) as url:
                 yield url
         return
     port = free_port()
@@ -92,6 +101,10 @@ def reference_server(
     ]
     if api_key:
         command += ["--api-key", api_key]
+    if second_api_key:
+        keys = Path(args[list(args).index("--data-dir") + 1]) / "plumbline-keys.toml"
+        keys.write_text(f'[[key]]\nkey = "{second_api_key}"\nworkspace = "{SECOND_WORKSPACE}"\n')
+        command += ["--keys", str(keys)]
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as sink:
         process = subprocess.Popen(

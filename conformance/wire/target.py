@@ -55,6 +55,8 @@ class TargetConfig:
     api_key: str | None = None
     auth_header: AuthHeader = "x-api-key"
     profile: Profile = field(default_factory=Profile)
+    # A key of another workspace of the same target (--second-api-key): the ISO-* properties.
+    second_api_key: str | None = None
     timeout: float = 120.0
     api_version: str = API_VERSION
 
@@ -66,12 +68,14 @@ class TargetConfig:
         parts = urlsplit(self.url)
         return f"{parts.hostname or 'target'}-{parts.port or parts.scheme}"
 
-    def auth_headers(self) -> dict[str, str]:
-        if self.api_key is None:
+    def auth_headers(self, *, second: bool = False) -> dict[str, str]:
+        """The credential headers: the run's key, or (`second`) the other workspace's."""
+        key = self.second_api_key if second else self.api_key
+        if key is None:
             return {}
         if self.auth_header == "bearer":
-            return {"authorization": f"Bearer {self.api_key}"}
-        return {"x-api-key": self.api_key}
+            return {"authorization": f"Bearer {key}"}
+        return {"x-api-key": key}
 
 
 @dataclass(slots=True)
@@ -342,13 +346,13 @@ class Target:
     def sdk(self) -> anthropic.Anthropic:
         return self._sdk
 
-    def headers(self, *, auth: bool = True, version: bool = True) -> dict[str, str]:
-        """The headers a well-behaved raw client sends."""
+    def headers(self, *, auth: bool = True, version: bool = True, second: bool = False) -> dict[str, str]:
+        """The headers a well-behaved raw client sends (`second`: with the other workspace's key)."""
         headers = {"content-type": "application/json"}
         if version:
             headers["anthropic-version"] = self.config.api_version
         if auth:
-            headers.update(self.config.auth_headers())
+            headers.update(self.config.auth_headers(second=second))
         return headers
 
     def request(

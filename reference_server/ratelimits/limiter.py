@@ -1,5 +1,6 @@
 """The server's rate limits: requests, input tokens and output tokens per minute, each a token
-bucket (buckets.py), shared by every caller of this server (it accepts one API key at most).
+bucket (buckets.py), one set per API key (workspaces/limits.py; one for all when the server
+asks for no key).
 
 Only `POST /v1/messages` and `POST /v1/chat/completions` are limited (the same buckets), as the
 API limits message creation (count_tokens and batches have limits of their own there). A

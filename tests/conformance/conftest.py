@@ -14,7 +14,7 @@ from conformance.wire.launcher import reference_server
 
 from . import scripted_target
 from .fault_proxy import running_proxy
-from .suite import API_KEY, PROOF_PROFILE, SCRIPTED_PROFILE, run_suite
+from .suite import API_KEY, PROOF_PROFILE, SCRIPTED_PROFILE, SECOND_API_KEY, run_suite
 
 
 @pytest.fixture(scope="session")
@@ -22,7 +22,9 @@ def tiny_random_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Our server on the seeded tiny random model, with a key, pinging every 0.5 s."""
     log = tmp_path_factory.mktemp("tiny-random") / "server.log"
     args = ["--ping-interval", "0.5", *JUDGED_SERVER_ARGS]
-    with reference_server("tiny-random", log=log, api_key=API_KEY, args=args) as url:
+    with reference_server(
+        "tiny-random", log=log, api_key=API_KEY, second_api_key=SECOND_API_KEY, args=args
+    ) as url:
         yield url
 
 

@@ -497,6 +497,7 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
     from .thinking_faults import thinking_fault_catalogue  # they build on this module's helpers
     from .tool_faults import tool_fault_catalogue
     from .version_faults import version_fault_catalogue
+    from .workspace_faults import workspace_fault_catalogue
 
     accept = when_error(fake_message)
     return {
@@ -789,6 +790,7 @@ def fault_catalogue(api_key: str) -> dict[str, Fault]:
         **code_execution_fault_catalogue(),
         **files_fault_catalogue(),
         **skills_fault_catalogue(),
+        **workspace_fault_catalogue(api_key),
         **rate_fault_catalogue(),
         # ---- extended thinking
         **thinking_fault_catalogue(),

@@ -13,6 +13,8 @@ from typing import Any
 from . import warm_runs
 
 API_KEY = "plumbline-proof-key"
+# A key of the judged server's second workspace (conformance/wire/launcher.py writes its keys file).
+SECOND_API_KEY = "plumbline-proof-second-key"
 SCRIPTED_PROFILE = 'name = "scripted"\ndeterministic = true\n'
 PROOF_PROFILE = """
 name = "proof"
@@ -31,6 +33,7 @@ def run_suite(
     profile: Path | None = None,
     model: str = "tiny-random",
     api_key: str | None = API_KEY,
+    second_api_key: str | None = SECOND_API_KEY,
     extra: Sequence[str] = (),
     timeout: float = 900,
 ) -> tuple[int, dict[str, Any], str]:
@@ -42,6 +45,8 @@ def run_suite(
     args += ["--report-dir", str(report_dir), "--seed", "1", *jobs, *extra]
     if api_key:
         args += ["--api-key", api_key]
+    if second_api_key:
+        args += ["--second-api-key", second_api_key]
     if profile is not None:
         args += ["--profile", str(profile)]
     env = {**os.environ, "PLUMBLINE_HYPOTHESIS_PROFILE": "ci"}
