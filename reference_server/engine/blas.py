@@ -14,6 +14,7 @@ cached. Nothing here imports MLX; `load_engine` calls `enable_fast_blas` first t
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import hashlib
 import logging
 import os
@@ -24,6 +25,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal
 
@@ -186,10 +188,10 @@ def _shim_path(openblas_version: str) -> Path:
     if compiler is None:
         raise BlasUnavailableError("no C compiler (cc or gcc) to build the CBLAS shim")
 
-    def command(tmp: Path) -> list[str]:
+    def command(tmp: Path) -> list[list[str]]:
         source = tmp / "shim.c"
         source.write_text(_SHIM_SOURCE)
-        return [compiler, "-O2", "-shared", "-fPIC", str(source)]
+        return [[compiler, "-O2", "-shared", "-fPIC", str(source)]]
 
     failed = build_cached(target, command)
     if failed is not None:
@@ -198,18 +200,28 @@ def _shim_path(openblas_version: str) -> Path:
     return target
 
 
-def build_cached(target: Path, command: Callable[[Path], list[str]]) -> str | None:
-    """Build `target` (a file in the cache) with the compiler line `command(tmp)`, given a
-    scratch folder beside it for its sources, and `-o` added; None once it is in place, else
-    the compiler's error output. Moved in atomically, so two processes building at once never
-    load a half-written file."""
+def build_cached(target: Path, command: Callable[[Path], list[list[str]]]) -> str | None:
+    """Build `target` (a file in the cache) with the compiler lines `command(tmp)`, given a
+    scratch folder beside it: every line but the last runs at once, one process per core (the
+    parts), then the last with `-o` added (the link); None once it is in place, else the
+    compiler's error output. One process builds at a time (a lock file beside it: the servers
+    and test workers that start together wait for the first, then find the file built), and it
+    is moved in atomically, so nothing ever loads a half-written file."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        built = Path(tmp) / target.name
-        done = subprocess.run(
-            [*command(Path(tmp)), "-o", str(built)], capture_output=True, text=True, check=False
-        )
-        if done.returncode != 0:
-            return done.stderr
-        os.replace(built, target)
+    with open(target.with_name(target.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if target.exists():  # built while this process waited
+            return None
+        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+            *parts, link = command(Path(tmp))
+            with ThreadPoolExecutor(max_workers=max(1, len(os.sched_getaffinity(0)))) as pool:
+                ran = list(pool.map(lambda line: subprocess.run(line, capture_output=True, text=True), parts))
+            failed = [done.stderr for done in ran if done.returncode != 0]
+            if failed:
+                return failed[0]
+            built = Path(tmp) / target.name
+            done = subprocess.run([*link, "-o", str(built)], capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                return done.stderr
+            os.replace(built, target)
     return None

@@ -136,12 +136,27 @@ def build_kernel() -> Path:
     target = cache_dir() / "kernels" / f"{_MODULE}-{key}{suffix}"
     if target.exists():
         return target
-    _log.info("Building the CPU kernels (about 15 s)")
-    failed = build_cached(target, lambda _tmp: command)
+    _log.info("Building the CPU kernels (about 30 s of one core)")
+    failed = build_cached(target, lambda tmp: _in_parts(command, tmp))
     if failed is not None:
         raise KernelUnavailableError(f"{compiler} failed: {failed.strip()[-2000:]}")
     _log.info("Built the CPU quantized kernel at %s", target)
     return target
+
+
+def _in_parts(command: list[str], tmp: Path) -> list[list[str]]:
+    """`command` (one compile-and-link line) as one compile per source, run side by side, and
+    the link of their objects: the same build, in half the time on two cores."""
+    sources = [arg for arg in command if arg.endswith(".cpp")]
+    flags = [arg for arg in command[1:] if arg not in sources and not arg.startswith(("-L", "-l", "-Wl,"))]
+    flags.remove("-shared")
+    objects = [tmp / f"{n}-{Path(source).stem}.o" for n, source in enumerate(sources)]
+    parts = [
+        [command[0], *flags, "-c", source, "-o", str(obj)]
+        for source, obj in zip(sources, objects, strict=True)
+    ]
+    links = [arg for arg in command if arg.startswith(("-L", "-l", "-Wl,"))]
+    return [*parts, [command[0], "-shared", *(str(obj) for obj in objects), *links]]
 
 
 def _compiler_version(compiler: str) -> str:
