@@ -1,5 +1,6 @@
 """The RATE-* properties on the reference server with a limit low enough to meet
-(`--rate-limit-rpm 3`, tiny-random): each PASSes, and FAILs on its own fault (rate_faults.py);
+(`--rate-limit-rpm 12`, tiny-random: the most requests the suite spends to meet a limit, and a
+request back every 5 s): each PASSes, and FAILs on its own fault (rate_faults.py);
 on a target that reports a limit too high to meet within the suite's burst, RATE-002 and
 RATE-003 are SKIP with the reason, not a verdict either way.
 
@@ -36,7 +37,7 @@ def judged() -> set[str]:
 @pytest.fixture(scope="module")
 def limited_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log = tmp_path_factory.mktemp("rate-limited") / "server.log"
-    with reference_server("tiny-random", log=log, api_key=API_KEY, args=["--rate-limit-rpm", "3"]) as url:
+    with reference_server("tiny-random", log=log, api_key=API_KEY, args=["--rate-limit-rpm", "12"]) as url:
         yield url
 
 
