@@ -12,9 +12,15 @@ harness's own, so its output is known whatever the model.
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 from conformance.catalogue import Level, prop
-from conformance.generating.code_execution import EDITOR_ERROR_CODES, paused_call
+from conformance.generating.code_execution import (
+    CODE_EXECUTION_STATEFUL,
+    EDITOR_ERROR_CODES,
+    PYTHON_ERROR_CODES,
+    paused_call,
+)
 from conformance.judging.checks import Cases, expect, expect_equal, not_judged, read
 from conformance.judging.code_results import (
     MESSAGE,
@@ -23,7 +29,7 @@ from conformance.judging.code_results import (
     expect_bash_result,
     result_for,
 )
-from conformance.wire.drivers import create_json
+from conformance.wire.drivers import create_json, expect_message
 from conformance.wire.target import Target
 
 DOCS = "agents-and-tools/tool-use/code-execution-tool"
@@ -161,4 +167,63 @@ def test_code_003_usage_counts_runs(target: Target) -> None:
         runs,
         "usage.server_tool_use.code_execution_requests (the code execution result blocks)",
         reason="count",
+    )
+
+
+def expect_python_result(result: dict[str, Any]) -> dict[str, Any] | None:
+    """A code_execution_tool_result's content: a result with its fields, or an error with a
+    documented code (None)."""
+    kind = documented_error(result, "code_execution", PYTHON_ERROR_CODES)
+    if kind == "code_execution_tool_result_error":
+        return None
+    expect_equal(kind, "code_execution_result", "the content's type", reason="content-type")
+    for field, kind_of in (("stdout", str), ("stderr", str), ("return_code", int), ("content", list)):
+        read(result, field, kind_of, where="a code_execution_result")
+    return result
+
+
+@prop(
+    "CODE-004",
+    Level.MUST,
+    "The 2026 versions' Python keeps its names from one call to the next in a container",
+    url=DOCS,
+    requirement="With code_execution_20260120, a Python call (code_execution) that assigns a variable, then "
+    "a later request naming the same container whose Python call prints it: the second call's stdout is "
+    "the value (the interpreter state persisted across calls in the container).",
+    source="docs: agents-and-tools/tool-use/code-execution-tool (tool versions: the 2026 versions keep "
+    "REPL state between calls); SDK 2.17 CodeExecutionTool20260120Param; issue 45 (the versions whose "
+    "interpreter state persists across calls in one container)",
+    requires=("code_execution",),
+    covers=("endpoint:POST /v1/messages", "request:container", "block:code_execution_tool_result"),
+)
+def test_code_004_python_state_persists(target: Target) -> None:
+    """Assigns a nonce in one request's Python call, prints it in a second naming the container."""
+    nonce = secrets.token_hex(4)
+    assign = paused_call(
+        target, "code_execution", {"code": f"plumbline_note = '{nonce}'"}, "srvtoolu_plumbline_py1",
+        CODE_EXECUTION_STATEFUL,
+    )  # fmt: skip
+    response = target.request("POST", "/v1/messages", json_body=assign)
+    if response.status_code == 400:
+        not_judged(
+            f"the target refuses {CODE_EXECUTION_STATEFUL['type']} (HTTP 400): its Python state is not judged"
+        )
+    first = expect_message(response)
+    ran = expect_python_result(result_for(first, "srvtoolu_plumbline_py1", "code_execution_tool_result"))
+    if ran is None or ran["return_code"] != 0:
+        not_judged("the Python call that assigns did not run (judged by CODE-001)", judged_by="CODE-001")
+    container = read(
+        read(first, "container", dict, where=MESSAGE), "id", str, where="the Message's container"
+    )
+    show = paused_call(
+        target, "code_execution", {"code": "print(plumbline_note)"}, "srvtoolu_plumbline_py2",
+        CODE_EXECUTION_STATEFUL, container=container,
+    )  # fmt: skip
+    second = create_json(target, show)
+    found = expect_python_result(result_for(second, "srvtoolu_plumbline_py2", "code_execution_tool_result"))
+    expect(
+        found is not None and found["stdout"] == f"{nonce}\n",
+        f"the variable the first call set, printed by the second ({nonce!r})",
+        found if found is None else {k: found[k] for k in ("stdout", "stderr", "return_code")},
+        reason="python-state",
     )

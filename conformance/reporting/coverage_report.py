@@ -74,11 +74,6 @@ def summary_table(declared: Mapping[str, list[str]]) -> str:
 # Why each key no property exercises is left so: (a key prefix, the reason). Every gap has one
 # (tests/conformance/test_coverage.py): a new gap needs its reason written here.
 GAP_REASONS: tuple[tuple[str, str], ...] = (
-    (
-        "block:code_execution_tool_result",
-        "the Python tool's block (code_execution_20250522; the 2026 versions' Python runs): served,"
-        " not judged yet",
-    ),
     ("block:container_upload", "files put into a code execution container: served, not judged yet"),
     (
         "request:container.id",

@@ -47,6 +47,10 @@ CodeResult = (
     CodeExecutionToolResultBlock | BashCodeExecutionToolResultBlock | TextEditorCodeExecutionToolResultBlock
 )
 _EDITOR = (Path(__file__).parent / "editor_main.py").read_text(encoding="utf-8")
+_REPL = (Path(__file__).parent / "repl_main.py").read_text(encoding="utf-8")
+# The Python state a stateful version's calls keep in the container (repl_main.py): the
+# container's own data, never reported as a file the code wrote.
+STATE_FILES = frozenset({".plumbline-python-state", ".plumbline-python-state.tmp"})
 MAX_OUTPUT_FILES = 20  # files a run wrote, returned as Files API ids
 _SCAN_LIMIT = 10_000  # files of a container looked at for what a run wrote
 
@@ -78,9 +82,16 @@ class CodeExecutor:
         return container
 
     async def execute(
-        self, tool_use_id: str, name: str, arguments: Mapping[str, Any], container: Container
+        self,
+        tool_use_id: str,
+        name: str,
+        arguments: Mapping[str, Any],
+        container: Container,
+        *,
+        stateful: bool = False,
     ) -> CodeResult:
-        """Run one call of sub-tool `name` in `container`."""
+        """Run one call of sub-tool `name` in `container`; `stateful`: Python keeps the names
+        the container's earlier Python calls left (the 2026 versions)."""
         policy = Policy(workdir=container.directory, env={"PATH": _path()}, mounts=container.mounts)
         if name == "text_editor_code_execution":
             return await self._edit(tool_use_id, arguments, policy)
@@ -88,9 +99,15 @@ class CodeExecutor:
         source = arguments.get("command" if bash else "code")
         if not isinstance(source, str) or not source.strip():
             return _error(name, tool_use_id, "invalid_tool_input")
-        command = ["bash", "-c", source] if bash else [sys.executable, "-c", source]
+        stdin = None
+        if bash:
+            command = ["bash", "-c", source]
+        elif stateful:
+            command, stdin = [sys.executable, "-I", "-c", _REPL], source.encode()
+        else:
+            command = [sys.executable, "-c", source]
         before = await asyncio.to_thread(_snapshot, container.directory)
-        done = await self.sandbox.run(command, policy, self.limits)
+        done = await self.sandbox.run(command, policy, self.limits, stdin=stdin)
         if done.timed_out:
             return _error(name, tool_use_id, "execution_time_exceeded")
         if done.output_exceeded and bash:
@@ -126,7 +143,9 @@ class CodeExecutor:
         root = container.directory
         files = self.files.scoped(container.workspace)
         after = _snapshot(root)
-        changed = sorted(rel for rel, seen in after.items() if before.get(rel) != seen)
+        changed = sorted(
+            rel for rel, seen in after.items() if before.get(rel) != seen and rel not in STATE_FILES
+        )
         ids = []
         for rel in changed[:MAX_OUTPUT_FILES]:
             data = _read_regular(root / rel, self.limits.file_bytes)

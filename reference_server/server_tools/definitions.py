@@ -23,6 +23,7 @@ __all__ = [
     "NO_SEARCH_PROVIDER",
     "REFUSED_TOOL_TYPES",
     "SERVED_TOOL_TYPES",
+    "STATEFUL_CODE_TYPES",
     "CodeExecutionConfig",
     "McpToolConfig",
     "ServedTool",
@@ -61,6 +62,8 @@ CODE_EXECUTION_TYPES: dict[str, tuple[str, ...]] = {
     "code_execution_20260120": ("bash_code_execution", "text_editor_code_execution", "code_execution"),
     "code_execution_20260521": ("bash_code_execution", "text_editor_code_execution", "code_execution"),
 }
+# The versions whose Python keeps its names from one call to the next in a container.
+STATEFUL_CODE_TYPES = frozenset({"code_execution_20260120", "code_execution_20260521"})
 SERVED_TOOL_TYPES = (
     frozenset(_SEARCH_TYPES) | _FETCH_TYPES | _SEARCH_WEB_TYPES | frozenset(CODE_EXECUTION_TYPES)
 )

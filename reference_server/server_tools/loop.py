@@ -39,6 +39,7 @@ from reference_server.tools.grammar import response_grammar
 from .citing import citable_fetch, cited_generation
 from .definitions import (
     CODE_EXECUTION_TYPES,
+    STATEFUL_CODE_TYPES,
     CodeExecutionConfig,
     McpToolConfig,
     ToolSearchConfig,
@@ -218,7 +219,8 @@ class ServerToolRuntime:
             assert self.code is not None  # refused in prepare without it
             if state.container is None:
                 state.container = await self.code.container(None, plan.workspace)
-            return await self.code.execute(call.id, call.name, arguments, state.container)
+            stateful = config.version in STATEFUL_CODE_TYPES
+            return await self.code.execute(call.id, call.name, arguments, state.container, stateful=stateful)
         assert isinstance(config, WebFetchConfig)
         url = arguments.get("url")
         if not isinstance(url, str):

@@ -1,7 +1,7 @@
 """The faults of the CODE-* properties (part of faults.fault_catalogue): how servers and
 gateways get code execution wrong: every sub-tool's result under the Python tool's block, a
-`container` the gateway does not pass on (each request a new container), and runs not counted
-in usage."""
+`container` the gateway does not pass on (each request a new container), runs not counted in
+usage, and the 2026 versions' Python run without its state."""
 
 from __future__ import annotations
 
@@ -28,6 +28,21 @@ def _runs_not_counted(_: Request, data: JSONDict) -> None:
         tools.pop("code_execution_requests", None)
 
 
+def _stateless_python(request: Request) -> Request:
+    """The 2026 versions served as the 20250522 tool: each Python call a fresh interpreter."""
+    body = request.json
+    if not request.path.startswith("/v1/messages") or not isinstance(body, dict):
+        return request
+    tools = [
+        {**tool, "type": "code_execution_20250522"}
+        if isinstance(tool, dict)
+        and tool.get("type") in ("code_execution_20260120", "code_execution_20260521")
+        else tool
+        for tool in body.get("tools") or []
+    ]
+    return request.with_json({**body, "tools": tools}) if tools else request
+
+
 def code_execution_fault_catalogue() -> dict[str, Fault]:
     return {
         "CODE-001": Fault(
@@ -38,4 +53,7 @@ def code_execution_fault_catalogue() -> dict[str, Fault]:
             request=strip("container", "/v1/messages"),
         ),
         "CODE-003": Fault("code runs not counted in usage", response=message_json(_runs_not_counted)),
+        "CODE-004": Fault(
+            "each Python call of a 2026 version in a fresh interpreter", request=_stateless_python
+        ),
     }

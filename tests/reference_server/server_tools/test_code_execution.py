@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import sys
 import time
+from typing import Any
 
 import pytest
 
 from reference_server.code_execution import ContainerStore
 from reference_server.engine.base import ToolCall
+from reference_server.engine.toolformat import render_call
 from reference_server.sandbox import Limits
 
 from ..test_app import assert_error, sse_events
@@ -158,6 +160,48 @@ def test_python_runs_in_the_2025_05_version_with_its_own_result_block(tmp_path):
     }
     names = {tool.name for tool in engine.requests[0].tools}
     assert names == {"code_execution"}
+
+
+def python(code: str) -> ToolCall:
+    return ToolCall("x", "code_execution", {"code": code})
+
+
+STATE_CELLS = (
+    "import math\nx = 41\ndef root(n):\n    return math.sqrt(n)\nclass Box:\n    size = 3\npending = (n for n in range(3))",
+    "print(x + 1, root(16), Box.size)\ny = undefined_name",
+    "print(sorted(n for n in dir() if not n.startswith('_')))",
+)
+
+
+def test_the_2026_versions_keep_python_state_between_calls_and_2025_does_not(tmp_path):
+    """Names, functions, classes and imports persist from call to call in one container (each
+    call its own process: the state is data the container keeps); what cannot be saved is said
+    and left out; a cell that fails keeps what it ran; the 20250522 version keeps nothing."""
+    cells = [python(cell) for cell in (*STATE_CELLS, "print(x)")]
+
+    def reply(request: Any) -> str:  # each request's first generation runs the next cell
+        return "Done." if any(turn.role == "tool" for turn in request.turns) else render_call(cells.pop(0))
+
+    client, _ = code_client(reply, tmp_path)
+    with client:
+        first = client.post("/v1/messages", json=body([CODE_2601], "Go")).json()
+        container = first["container"]["id"]
+        ran = first["content"][1]["content"]
+        results = [
+            client.post("/v1/messages", json=body([CODE_2601], "Go", container=container)).json()["content"][
+                1
+            ]["content"]
+            for _ in STATE_CELLS[1:]
+        ]
+        stateless = client.post("/v1/messages", json=body([CODE_2505], "Go")).json()["content"][1]["content"]
+    assert ran["return_code"] == 0
+    assert "not kept for the next call (it cannot be saved): pending" in ran["stderr"]
+    assert ran["content"] == []  # the state file is the container's, not a file the code wrote
+    assert results[0]["stdout"] == "42 4.0 3\n"
+    assert "NameError" in results[0]["stderr"]
+    assert results[0]["return_code"] == 1
+    assert results[1]["stdout"] == "['Box', 'math', 'root', 'x']\n"
+    assert "NameError" in stateless["stderr"]
 
 
 def test_each_version_offers_its_sub_tools(tmp_path):
