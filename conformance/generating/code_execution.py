@@ -15,6 +15,7 @@ __all__ = [
     "CODE_EXECUTION",
     "CODE_EXECUTION_STATEFUL",
     "EDITOR_ERROR_CODES",
+    "PAUSED_MAX_TOKENS",
     "PYTHON_ERROR_CODES",
     "paused_call",
 ]

@@ -32,9 +32,11 @@ def upload(target: Target, data: bytes, filename: str = FILENAME, mime: str = "t
 
 
 @contextlib.contextmanager
-def uploaded(target: Target, data: bytes = TEXT.encode()) -> Iterator[dict[str, Any]]:
+def uploaded(
+    target: Target, data: bytes = TEXT.encode(), filename: str = FILENAME
+) -> Iterator[dict[str, Any]]:
     """An uploaded file's metadata (the upload must be a 200 JSON object); deleted on exit."""
-    response = upload(target, data)
+    response = upload(target, data, filename)
     expect_status(response, 200)
     meta = json_object(response, "the upload's answer")
     try:

@@ -16,11 +16,15 @@ from typing import Any
 
 from conformance.catalogue import Level, prop
 from conformance.generating.code_execution import (
+    CODE_EXECUTION,
     CODE_EXECUTION_STATEFUL,
     EDITOR_ERROR_CODES,
+    PAUSED_MAX_TOKENS,
     PYTHON_ERROR_CODES,
     paused_call,
 )
+from conformance.generating.files import BETA as FILES_BETA
+from conformance.generating.files import uploaded
 from conformance.judging.checks import Cases, expect, expect_equal, not_judged, read
 from conformance.judging.code_results import (
     MESSAGE,
@@ -29,7 +33,7 @@ from conformance.judging.code_results import (
     expect_bash_result,
     result_for,
 )
-from conformance.wire.drivers import create_json, expect_message
+from conformance.wire.drivers import create_json, expect_message, message_body
 from conformance.wire.target import Target
 
 DOCS = "agents-and-tools/tool-use/code-execution-tool"
@@ -227,3 +231,50 @@ def test_code_004_python_state_persists(target: Target) -> None:
         found if found is None else {k: found[k] for k in ("stdout", "stderr", "return_code")},
         reason="python-state",
     )
+
+
+@prop(
+    "CODE-005",
+    Level.MUST,
+    "A container_upload puts the Files API file in the container, for the turn's code to read",
+    url=f"{DOCS}#files-api",
+    requirement="A user message with a container_upload block {file_id} of an uploaded text file, and a "
+    "bash call after it that looks for the file by its name: the call prints the file's content.",
+    source='docs: agents-and-tools/tool-use/code-execution-tool ("Upload files to the container": '
+    "container_upload content blocks referencing Files API file_ids); SDK 2.17 "
+    "BetaContainerUploadBlockParam {file_id, type}",
+    requires=("code_execution", "files"),
+    covers=("endpoint:POST /v1/messages", "block:container_upload"),
+)
+def test_code_005_container_upload(target: Target) -> None:
+    nonce = secrets.token_hex(4)
+    name = f"plumbline-upload-{nonce}.txt"
+    with uploaded(target, f"uploaded {nonce}\n".encode(), filename=name) as meta:
+        file_id = read(meta, "id", str, where="the upload's answer")
+        # Where the API puts an upload is not documented: the first file of its name near the root.
+        command = f"cat \"$(find / -maxdepth 4 -name '{name}' -print -quit 2>/dev/null)\""
+        tool_id = "srvtoolu_plumbline_upload"
+        bash = {"command": command}
+        call = {"type": "server_tool_use", "id": tool_id, "name": "bash_code_execution", "input": bash}
+        messages = [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "Read the file I uploaded."},
+                    {"type": "container_upload", "file_id": file_id},
+                ],
+            },
+            {"role": "assistant", "content": [call]},
+        ]
+        body = message_body(target, max_tokens=PAUSED_MAX_TOKENS, tools=[CODE_EXECUTION], messages=messages)
+        betas = {**target.headers(), "anthropic-beta": f"code-execution-2025-08-25,{FILES_BETA}"}
+        message = create_json(target, body, headers=betas)
+        ran = expect_bash_result(result_for(message, tool_id, "bash_code_execution_tool_result"))
+        if ran is None:
+            not_judged("the bash call answered a documented error (judged by CODE-001)", judged_by="CODE-001")
+        expect(
+            f"uploaded {nonce}" in ran["stdout"],
+            f"the uploaded file's content printed ({nonce!r})",
+            {k: ran[k] for k in ("stdout", "stderr", "return_code")},
+            reason="upload-missing",
+        )

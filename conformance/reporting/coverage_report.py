@@ -74,7 +74,6 @@ def summary_table(declared: Mapping[str, list[str]]) -> str:
 # Why each key no property exercises is left so: (a key prefix, the reason). Every gap has one
 # (tests/conformance/test_coverage.py): a new gap needs its reason written here.
 GAP_REASONS: tuple[tuple[str, str], ...] = (
-    ("block:container_upload", "files put into a code execution container: served, not judged yet"),
     (
         "request:container.id",
         "the id in the object form of `container`: CODE-002 sends the id as a string, SKILL-004 the"

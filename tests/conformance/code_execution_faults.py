@@ -1,7 +1,7 @@
 """The faults of the CODE-* properties (part of faults.fault_catalogue): how servers and
 gateways get code execution wrong: every sub-tool's result under the Python tool's block, a
 `container` the gateway does not pass on (each request a new container), runs not counted in
-usage, and the 2026 versions' Python run without its state."""
+usage, the 2026 versions' Python run without its state, and uploads dropped on the way."""
 
 from __future__ import annotations
 
@@ -43,6 +43,21 @@ def _stateless_python(request: Request) -> Request:
     return request.with_json({**body, "tools": tools}) if tools else request
 
 
+def _drop_uploads(request: Request) -> Request:
+    """A gateway that does not know container_upload blocks and leaves them out."""
+    body = request.json
+    if not request.path.startswith("/v1/messages") or not isinstance(body, dict):
+        return request
+    messages = []
+    for message in body.get("messages", []):
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            kept = [b for b in content if not (isinstance(b, dict) and b.get("type") == "container_upload")]
+            message = {**message, "content": kept}
+        messages.append(message)
+    return request.with_json({**body, "messages": messages})
+
+
 def code_execution_fault_catalogue() -> dict[str, Fault]:
     return {
         "CODE-001": Fault(
@@ -56,4 +71,5 @@ def code_execution_fault_catalogue() -> dict[str, Fault]:
         "CODE-004": Fault(
             "each Python call of a 2026 version in a fresh interpreter", request=_stateless_python
         ),
+        "CODE-005": Fault("container_upload blocks dropped by the gateway", request=_drop_uploads),
     }
