@@ -43,6 +43,7 @@ from conformance.evidence import Answer, Support, error_words
 from conformance.generating.code_execution import paused_call
 from conformance.generating.tooluse import (
     BASH,
+    COMPUTER,
     fetch_body,
     forced_tool,
     search_body,
@@ -107,6 +108,7 @@ JUDGES: dict[str, str] = {
     "web_fetch": "SRVTOOL-015",
     "web_search": "SRVTOOL-015",
     "builtin_tools": "SRVTOOL-015",
+    "computer_use": "SRVTOOL-015",
     "code_execution": "SRVTOOL-015",
 }
 
@@ -175,6 +177,12 @@ def _builtin_probe(target: Target) -> dict[str, Any]:
     return tool_body(target, tools=[BASH], tool_choice=forced_tool("bash"), max_tokens=PROBE_MAX_TOKENS)
 
 
+def _computer_probe(target: Target) -> dict[str, Any]:
+    return tool_body(
+        target, tools=[COMPUTER], tool_choice=forced_tool("computer"), max_tokens=PROBE_MAX_TOKENS
+    )
+
+
 # Detected before every run, whatever is selected: they shape the requests of every property.
 REQUEST_SHAPING = ("prefill", "sampling_parameters")
 
@@ -198,6 +206,7 @@ PROBED: dict[str, tuple[str, Callable[[Target], dict[str, Any]]]] = {
     "web_fetch": ("a forced web_fetch_20250910 call", _fetch_probe),
     "web_search": ("a forced web_search_20250305 call", _web_search_probe),
     "builtin_tools": ("a forced bash_20250124 call", _builtin_probe),
+    "computer_use": ("a forced computer_20250124 call", _computer_probe),
     "code_execution": ("a code_execution_20250825 bash call sent back to run", _code_probe),
 }
 
@@ -221,6 +230,7 @@ SHOWN_BY: dict[str, tuple[str, str]] = {
     "web_fetch": ("web_fetch_tool_result", "web_fetch"),
     "web_search": ("web_search_tool_result", "web_search"),
     "builtin_tools": ("tool_use", "bash"),
+    "computer_use": ("tool_use", "computer"),
     "code_execution": ("bash_code_execution_tool_result", "bash_code_execution"),
 }
 

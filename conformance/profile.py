@@ -26,6 +26,7 @@ tool_search = false                # Anthropic's own tools: tool search (server 
 web_fetch = false                  #   web fetch (server tool),
 web_search = false                 #   web search (server tool),
 builtin_tools = false              #   bash and text_editor (client tools),
+computer_use = false               #   computer use (a client tool, beta),
 code_execution = false             #   code execution (server tool: containers, a sandbox),
 mcp = false                        #   the MCP connector (beta; the profile alone says it)
 files = false                      # the Files API (beta; else probed: GET /v1/files)
@@ -64,6 +65,7 @@ FEATURES = (
     "web_fetch",  # web_fetch_20250910 and later (a server tool)
     "web_search",  # web_search_20250305 and later (a server tool; needs a search provider)
     "builtin_tools",  # Anthropic-defined client tools: bash, text_editor
+    "computer_use",  # computer_20250124 / _20251124 (a client tool): probed by a forced call
     "code_execution",  # code_execution_20250825 and the others (a server tool run in a sandbox)
     "mcp",  # the MCP connector (beta): declared by the profile only (a probe needs an MCP server)
     "files",  # the Files API (beta): probed by GET /v1/files

@@ -302,6 +302,20 @@ WEB_SEARCH: dict[str, Any] = {
     },
 }
 BASH: dict[str, Any] = {"type": "bash_20250124", "name": "bash"}
+# Computer use (beta computer-use-2025-01-24) on a small display; its actions as the docs list them.
+COMPUTER: dict[str, Any] = {
+    "type": "computer_20250124",
+    "name": "computer",
+    "display_width_px": 1024,
+    "display_height_px": 768,
+}
+COMPUTER_ACTIONS = frozenset(
+    {
+        "screenshot", "left_click", "type", "key", "mouse_move", "cursor_position", "scroll",
+        "left_click_drag", "right_click", "middle_click", "double_click", "triple_click",
+        "left_mouse_down", "left_mouse_up", "hold_key", "wait",
+    }
+)  # fmt: skip
 EDITOR: dict[str, Any] = {
     "type": "text_editor_20250728",
     "name": "str_replace_based_edit_tool",

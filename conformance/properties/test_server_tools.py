@@ -25,6 +25,8 @@ from conformance.features import SHOWN_BY, Features
 from conformance.generating.thinking import thinking_body
 from conformance.generating.tooluse import (
     BASH,
+    COMPUTER,
+    COMPUTER_ACTIONS,
     DEFERRED_TOOL,
     EDITOR,
     SERVER_TOOL_ID,
@@ -998,3 +1000,67 @@ def test_srvtool_015_run_or_refused(target: Target, features: Features) -> None:
             )
     target.recorder.exchanges.extend(failed_detections)
     cases.check()
+
+
+COMPUTER_DOCS = "agents-and-tools/tool-use/computer-use-tool"
+
+
+def _on_display(value: Any, width: int, height: int) -> bool:
+    """A [x, y] pair of integers on the display."""
+    return (
+        isinstance(value, list)
+        and len(value) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+        and 0 <= value[0] < width
+        and 0 <= value[1] < height
+    )
+
+
+@prop(
+    "SRVTOOL-016",
+    Level.MUST,
+    "A computer use call is a tool_use named computer, a documented action on the display",
+    url=COMPUTER_DOCS,
+    requirement="A forced call of computer_20250124 (display 1024 x 768) is a tool_use block named "
+    "computer whose input has an action the docs list (screenshot, left_click, type, key, mouse_move, "
+    "...); a coordinate or start_coordinate it gives is a pair of integers on the display; a "
+    "scroll_direction one of up, down, left, right.",
+    source="docs: agents-and-tools/tool-use/computer-use-tool (the tool's name computer; its actions; "
+    "coordinates in the display's pixels, display_width_px x display_height_px); SDK 2.17 "
+    "BetaToolComputerUse20250124Param",
+    requires=("computer_use",),
+    covers=("endpoint:POST /v1/messages", "request:tools[].type", "request:tools[].name", "block:tool_use"),
+)
+def test_srvtool_016_computer_actions(target: Target) -> None:
+    width, height = COMPUTER["display_width_px"], COMPUTER["display_height_px"]
+    body = tool_body(target, tools=[COMPUTER], tool_choice=forced_tool("computer"))
+    headers = {**target.headers(), "anthropic-beta": "computer-use-2025-01-24"}
+    message = create_json(target, body, headers=headers)
+    calls = tool_uses(message)
+    expect(
+        bool(calls), "a tool_use block", [b.get("type") for b in message.get("content", [])], reason="no-call"
+    )
+    for call in calls:
+        expect_equal(call.get("name"), "computer", "the computer call's name")
+        given = read(call, "input", dict, where="the computer call")
+        expect(
+            given.get("action") in COMPUTER_ACTIONS,
+            "a documented action",
+            given.get("action"),
+            reason="input-enum",
+        )
+        for field in ("coordinate", "start_coordinate"):
+            if field in given:
+                expect(
+                    _on_display(given[field], width, height),
+                    f"{field} a pair of integers on the {width} x {height} display",
+                    given[field],
+                    reason="off-display",
+                )
+        if "scroll_direction" in given:
+            expect(
+                given["scroll_direction"] in ("up", "down", "left", "right"),
+                "scroll_direction up, down, left or right",
+                given["scroll_direction"],
+                reason="input-enum",
+            )

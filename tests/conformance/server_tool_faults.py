@@ -184,6 +184,13 @@ def as_client_tool(prefix: str) -> Callable[[Request], Request]:
     return rewrite
 
 
+def _old_computer_actions(_: Request, data: JSONDict) -> None:
+    """Computer calls in another agent's words: `click` at a point past the display's edge."""
+    for block in data.get("content", []):
+        if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("name") == "computer":
+            block["input"] = {"action": "click", "coordinate": [4096, 4096]}
+
+
 def server_tool_fault_catalogue() -> dict[str, Fault]:
     return {
         "SRVTOOL-001": Fault(
@@ -207,6 +214,9 @@ def server_tool_fault_catalogue() -> dict[str, Fault]:
         "SRVTOOL-007": Fault("web fetch with no address check", response=message_json(_private_page_fetched)),
         "SRVTOOL-008": Fault(
             "the tool's type as its name (bash_20250124)", response=message_json(_type_as_name)
+        ),
+        "SRVTOOL-016": Fault(
+            "computer calls as `click` off the display", response=message_json(_old_computer_actions)
         ),
         "SRVTOOL-009": Fault("the redaction test string ignored", response=message_json(_plain_thinking)),
         "SRVTOOL-010": Fault("a paused turn sent back is refused", request=_refuse_resumed),

@@ -1,5 +1,5 @@
-"""The IMG-* properties on the reference server serving a vision model (tiny-random-vlm, a seeded
-tiny SmolVLM): each PASSes there, read from `capabilities.image_input`, and FAILs through the fault
+"""The IMG-* properties and computer use (SRVTOOL-016) on the reference server serving a vision
+model (tiny-random-vlm, a seeded tiny SmolVLM): each PASSes there, read from `capabilities.image_input`, and FAILs through the fault
 proxy under its own fault (faults.fault_catalogue), as test_content_proofs.py proves on the
 scripted content target. (The default model is text-only: test_fault_proofs.py has IMG-* as
 UNSUPPORTED there.)"""
@@ -23,12 +23,14 @@ from .suite import API_KEY, run_suite, verdicts
 pytestmark = pytest.mark.mlx
 
 MODEL = "tiny-random-vlm"
-SELECTION = ["-k", "test_img_"]
+SELECTION = ["-k", "test_img_ or srvtool_016"]
 
 
 def image_properties() -> set[str]:
+    """The properties that need a model that reads images: IMG-*, and computer use (SRVTOOL-016:
+    its screenshots come back as images, so a text-only model refuses the tool)."""
     load_all()
-    return {pid for pid, prop in REGISTRY.items() if prop.area == "IMG"}
+    return {pid for pid, prop in REGISTRY.items() if prop.area == "IMG"} | {"SRVTOOL-016"}
 
 
 @pytest.fixture(scope="module")
