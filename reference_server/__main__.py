@@ -189,6 +189,14 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         metavar="SECONDS",
         help="a code execution container expires this long after its last use (default 3600)",
     )
+    parser.add_argument(
+        "--code-execution-allow-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="a host code execution may reach over HTTP(S), through a filtering proxy (repeat it;"
+        " *.example.com allows its subdomains; public addresses only); none: no network",
+    )
     for flag, what in (("rpm", "requests"), ("itpm", "input tokens"), ("otpm", "output tokens")):
         parser.add_argument(
             f"--rate-limit-{flag}",
@@ -255,6 +263,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         web_search_index=args.web_search_index,
         code_execution=args.code_execution,
         container_idle_s=args.container_idle,
+        code_execution_hosts=tuple(args.code_execution_allow_host),
         rate_limit_rpm=args.rate_limit_rpm,
         rate_limit_itpm=args.rate_limit_itpm,
         rate_limit_otpm=args.rate_limit_otpm,

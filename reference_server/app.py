@@ -106,6 +106,8 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
         app.state.files = await asyncio.to_thread(FileStore.open, settings.resolved_data_dir())
         if code is not None:
             code.files = app.state.files  # what code writes comes back as Files API files
+            if code.egress is not None:
+                await code.egress.start()  # the hosts code may reach (--code-execution-allow-host)
         # The Skills API: rows in SQLite, each version's files beside it, in the data directory.
         app.state.skills = await asyncio.to_thread(SkillStore, settings.resolved_data_dir())
         # Queue depth, batch size and the prompt cache's size, where the engine tells them.
@@ -133,6 +135,8 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
             yield
         finally:
             keys.unwatch()
+            if code is not None and code.egress is not None:
+                await code.egress.close()
             await app.state.batches.aclose()  # before the engine: running requests stay pending
             app.state.files.close()
             app.state.skills.close()

@@ -70,6 +70,8 @@ class Settings:
     # Code execution in this host's sandbox (sandbox/, code_execution/): off unless asked for;
     # asked for on a host without a sandbox, the tool is refused with the reason.
     code_execution: bool = False
+    # Hosts code execution may reach through the egress proxy (sandbox/egress.py); none: no network.
+    code_execution_hosts: tuple[str, ...] = ()
     container_idle_s: float = 3600.0  # a container expires this long after its last use
     # The Files API's largest upload (the API's 500 MB).
     max_file_bytes: int = 500 * 1024 * 1024

@@ -34,6 +34,7 @@ from reference_server.protocol import (
     TextEditorCodeExecutionToolResultBlock,
 )
 from reference_server.sandbox import Completed, Limits, Policy, Sandbox
+from reference_server.sandbox.egress import EgressProxy
 from reference_server.workspaces.keys import DEFAULT_WORKSPACE
 
 from .containers import Container, ContainerStore
@@ -64,8 +65,11 @@ class CodeExecutor:
         containers: ContainerStore,
         limits: Limits | None = None,
         files: FileStore | None = None,
+        egress: EgressProxy | None = None,
     ) -> None:
         self.sandbox = sandbox
+        # The hosts runs may reach, through this proxy (started with the app); None: no network.
+        self.egress = egress
         self.containers = containers
         self.limits = limits or Limits()
         # Files a run writes become Files API files (downloadable); None: not returned.
@@ -92,7 +96,10 @@ class CodeExecutor:
     ) -> CodeResult:
         """Run one call of sub-tool `name` in `container`; `stateful`: Python keeps the names
         the container's earlier Python calls left (the 2026 versions)."""
-        policy = Policy(workdir=container.directory, env={"PATH": _path()}, mounts=container.mounts)
+        egress = self.egress.socket_path if self.egress is not None else None
+        policy = Policy(
+            workdir=container.directory, env={"PATH": _path()}, mounts=container.mounts, egress=egress
+        )
         if name == "text_editor_code_execution":
             return await self._edit(tool_use_id, arguments, policy)
         bash = name == "bash_code_execution"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 
 from reference_server.sandbox import SandboxUnavailable, find_sandbox
+from reference_server.sandbox.egress import EgressProxy
+from reference_server.server_tools.addresses import is_public
 from reference_server.settings import Settings
 
 from .containers import ContainerStore
@@ -27,4 +29,10 @@ def code_executor(settings: Settings) -> tuple[CodeExecutor | None, str]:
     store = ContainerStore(settings.resolved_data_dir(), idle=settings.container_idle_s)
     store.sweep()
     log.info("code execution on: %s (%s)", sandbox.kind, sandbox.program)
-    return CodeExecutor(sandbox, store), ""
+    egress = None
+    if settings.code_execution_hosts:
+        if not sandbox.mounts:  # the proxy's socket is bound into the sandbox
+            log.warning("--code-execution-allow-host needs bubblewrap: code execution has no network")
+        else:
+            egress = EgressProxy(settings.code_execution_hosts, is_public)
+    return CodeExecutor(sandbox, store, egress=egress), ""

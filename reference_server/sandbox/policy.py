@@ -5,10 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Completed", "Limits", "Policy", "SandboxUnavailable"]
+__all__ = ["EGRESS_PORT", "EGRESS_SOCKET", "Completed", "Limits", "Policy", "SandboxUnavailable"]
 
 # Where a container's directory appears inside the sandbox (its working directory and HOME).
 WORKSPACE = "/workspace"
+# Where the egress proxy's socket is inside the sandbox, and the loopback port serving it.
+EGRESS_SOCKET = "/run/plumbline-egress.sock"
+EGRESS_PORT = 3128
 
 
 class SandboxUnavailable(RuntimeError):
@@ -39,6 +42,9 @@ class Policy:
     read_only: tuple[Path, ...] = ()
     mounts: tuple[tuple[Path, str], ...] = ()
     network: bool = False
+    # The egress proxy's socket (egress.py): the run reaches the hosts it allows through
+    # HTTP(S)_PROXY on its own loopback, and nothing else (bubblewrap only).
+    egress: Path | None = None
     env: dict[str, str] = field(default_factory=dict)
 
 

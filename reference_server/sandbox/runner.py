@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .policy import WORKSPACE, Completed, Limits, Policy, SandboxUnavailable
+from .policy import EGRESS_PORT, EGRESS_SOCKET, WORKSPACE, Completed, Limits, Policy, SandboxUnavailable
 from .seatbelt import seatbelt_profile
 
 __all__ = ["Sandbox", "find_sandbox", "runtime_paths"]
@@ -47,6 +47,8 @@ _BECOME = (
 )
 _PATH = "/usr/local/bin:/usr/bin:/bin"
 _REAP_S = 10.0  # after the kill, how long the pipes may take to end
+# Run first when the policy has an egress proxy: serves it on the run's loopback (egress.py).
+_FORWARD = (Path(__file__).parent / "forward_main.py").read_text(encoding="utf-8")
 
 
 def runtime_paths() -> tuple[Path, ...]:
@@ -94,6 +96,10 @@ class Sandbox:
     def argv(self, command: Sequence[str], policy: Policy) -> list[str]:
         """The full command line: the sandbox program, its policy, then `command`."""
         env = {"PATH": _PATH, "HOME": WORKSPACE, "LANG": "C.UTF-8", "TMPDIR": "/tmp", **policy.env}
+        if policy.egress is not None:
+            proxy = f"http://127.0.0.1:{EGRESS_PORT}"
+            env |= {name: proxy for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")}
+            command = [python(), "-I", "-S", "-c", _FORWARD, EGRESS_SOCKET, str(EGRESS_PORT), *command]
         if self.kind == "sandbox-exec":
             profile = seatbelt_profile(policy, runtime_paths())
             return [
@@ -138,6 +144,9 @@ class Sandbox:
             args += ["--perms", "0755", "--dir", inside]
         for source, target in policy.mounts:
             args += ["--ro-bind", str(source), target]
+        if policy.egress is not None:
+            args += ["--perms", "0755", "--dir", str(Path(EGRESS_SOCKET).parent)]
+            args += ["--bind", str(policy.egress), EGRESS_SOCKET]
         args += ["--bind", str(policy.workdir), WORKSPACE]
         if self.root:
             # The directory is its user's alone (0700): only that user can enter it.

@@ -323,3 +323,25 @@ def test_a_container_upload_puts_the_file_in_the_container(tmp_path):
     assert ran["stdout"] == "x,y\n1,2\ndata.csv\n"
     assert ran["content"] == []  # an upload is not a file the run wrote
     assert "/workspace/data.csv" in engine.requests[0].turns[0].text  # the model is told where it is
+
+
+def test_allowed_hosts_are_reached_through_the_egress_proxy_only(tmp_path):
+    """--code-execution-allow-host: the run's HTTP goes through the server's proxy, which refuses
+    a host off the list and an allowed name that resolves to a private address (its own tests,
+    tests/reference_server/sandbox/test_egress.py, reach a host through it)."""
+    fetch = (
+        "import urllib.request as u, os\n"
+        "print(os.environ['HTTPS_PROXY'])\n"
+        "for url in ('http://example.com/', 'http://localhost/'):\n"
+        "    try: u.urlopen(url, timeout=10)\n"
+        "    except Exception as e: print(getattr(e, 'code', None), e.read().decode().strip())"
+    )
+    client, _ = code_client(
+        calling(bash(f'python -c "{fetch}"')), tmp_path, code_execution_hosts=("localhost",)
+    )
+    with client:
+        message = client.post("/v1/messages", json=body([CODE_2508], "Fetch")).json()
+    lines = message["content"][1]["content"]["stdout"].splitlines()
+    assert lines[0] == "http://127.0.0.1:3128"
+    assert lines[1] == "403 plumbline sandbox egress: example.com is not on the code execution allow-list"
+    assert lines[2] == "403 plumbline sandbox egress: localhost resolves to no public address"
