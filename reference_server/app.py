@@ -127,6 +127,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
         app.state.settings = settings
         rates = Limits(settings.rate_limit_rpm, settings.rate_limit_itpm, settings.rate_limit_otpm)
         app.state.limiters = KeyLimiters(rates)
+        keys.listeners.append(lambda ring: app.state.limiters.forget_others({e.key for e in ring.entries}))
         # Message Batches: SQLite in the data directory; pending requests resume at once.
         app.state.batches = await open_batches(
             settings.resolved_data_dir(), app.state.service, concurrency=settings.batch_concurrency

@@ -298,6 +298,7 @@ class MessagesService:
                 sampling,
                 tools=prompt_tools(tools),
                 constraint=grammar,
+                cache_scope=workspace,  # a workspace never reads another's prompt cache
             ),
             requested_model=params.model,
             stop_sequences=stops,

@@ -74,6 +74,9 @@ class CodeExecutor:
         self.limits = limits or Limits()
         # Files a run writes become Files API files (downloadable); None: not returned.
         self.files = files
+        # One run at a time in a container: what one run wrote is read while no other run of
+        # the container can change it (two requests naming one container wait their turn).
+        self._running: dict[str, asyncio.Lock] = {}
 
     async def container(self, requested: str | None, workspace: str = DEFAULT_WORKSPACE) -> Container:
         """The container a request of `workspace` names (`UnknownContainer`, another
@@ -96,6 +99,13 @@ class CodeExecutor:
     ) -> CodeResult:
         """Run one call of sub-tool `name` in `container`; `stateful`: Python keeps the names
         the container's earlier Python calls left (the 2026 versions)."""
+        lock = self._running.setdefault(container.id, asyncio.Lock())
+        async with lock:
+            return await self._execute(tool_use_id, name, arguments, container, stateful)
+
+    async def _execute(
+        self, tool_use_id: str, name: str, arguments: Mapping[str, Any], container: Container, stateful: bool
+    ) -> CodeResult:
         egress = self.egress.socket_path if self.egress is not None else None
         policy = Policy(
             workdir=container.directory, env={"PATH": _path()}, mounts=container.mounts, egress=egress
@@ -155,7 +165,7 @@ class CodeExecutor:
         )
         ids = []
         for rel in changed[:MAX_OUTPUT_FILES]:
-            data = _read_regular(root / rel, self.limits.file_bytes)
+            data = _read_regular(root, rel, self.limits.file_bytes)
             if data is None:
                 continue
             kind = mimetypes.guess_type(rel)[0] or "application/octet-stream"
@@ -183,12 +193,25 @@ def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
     return seen
 
 
-def _read_regular(path: Path, limit: int) -> bytes | None:
-    """A regular file's bytes, never through a link (None: gone, a link, or past `limit`)."""
+def _read_regular(root: Path, relative: str, limit: int) -> bytes | None:
+    """A regular file's bytes at `relative` below `root`, never through a link at any part of its
+    path (each directory opened from the one before with O_NOFOLLOW: code racing to swap one for
+    a link to the host gets an error, not the host's file). None: gone, a link, or past `limit`."""
+    *directories, name = Path(relative).parts
     try:
-        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         return None
+    try:
+        for part in directories:
+            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        handle = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     with os.fdopen(handle, "rb") as file:
         info = os.fstat(file.fileno())
         if not stat.S_ISREG(info.st_mode) or info.st_size > limit:

@@ -89,8 +89,8 @@ def place(uploads: Sequence[Upload], container: Container, store: FileStore, own
         handle = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(handle, "wb") as out:
             out.write(found[1])
-        if owner is not None:
-            os.chown(target, owner, owner)
+            if owner is not None:  # the file opened, never a link swapped in by its name
+                os.fchown(out.fileno(), owner, owner)
 
 
 def _name(filename: str, taken: Sequence[str]) -> str:

@@ -132,6 +132,9 @@ class EngineRequest:
     # one (at most BACKGROUND_PRIORITY_MAX) is background work, e.g. message batches: it leaves
     # one decode row free for foreground requests.
     priority: int = FOREGROUND_PRIORITY
+    # Whose prompt cache entries it may read and leave (prefix_cache.py): requests of one scope
+    # never see another's, not even as a cache hit (the API's cache is per workspace).
+    cache_scope: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ class Entry:
     # Monotonic time until which a breakpoint's write keeps it readable; 0 = never written by one.
     written_until: float = 0.0
     pins: int = 0
+    scope: str = ""  # only requests of this cache scope read or reuse it
 
 
 @dataclass(slots=True)

@@ -42,6 +42,7 @@ class Job:
     cancelled: bool = False
     # What the prompt cache lends this job and what it is to write (prefix_cache.py).
     cache_plan: CachePlan | None = None
+    cache_scope: str = ""  # the request's (EngineRequest.cache_scope): where its prefixes are kept
     # `EngineRequest.priority`: the batching scheduler serves higher ones first.
     priority: int = 0
     # A prompt with images: the vision processor's pixel arrays (vision_worker.py); None else.

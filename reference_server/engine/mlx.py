@@ -277,7 +277,8 @@ class MLXEngine:
         self._admit()
         # Never cached: a prompt with images has the same tokens whatever the images are.
         prefix = self._prefix if vision is None else None
-        plan = prefix.plan(prompt, [CachePoint(p, ttl) for p, ttl in marks]) if prefix is not None else None
+        points = [CachePoint(p, ttl) for p, ttl in marks]
+        plan = prefix.plan(prompt, points, request.cache_scope) if prefix is not None else None
         usage = plan.usage if plan is not None else PromptUsage(len(prompt))
         if budget <= 0 and (plan is None or not plan.writes):
             if plan is not None and plan.reuse is not None and prefix is not None:
@@ -291,6 +292,7 @@ class MLXEngine:
             queue=asyncio.Queue(),
             constraint=constraint,
             cache_plan=plan,
+            cache_scope=request.cache_scope,
             priority=request.priority,
             vision=vision.arrays if vision is not None else None,
             seed=self._job_seed(prompt, request),

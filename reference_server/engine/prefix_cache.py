@@ -71,7 +71,7 @@ class PrefixCache:
         self.min_tokens = min_tokens
         self._clock = clock
         self._lock = threading.Lock()
-        self._entries: dict[tuple[int, ...], Entry] = {}
+        self._entries: dict[tuple[str, tuple[int, ...]], Entry] = {}  # by (scope, tokens)
 
     @property
     def nbytes(self) -> int:
@@ -84,9 +84,9 @@ class PrefixCache:
         with self._lock:
             return len(self._entries)
 
-    def plan(self, prompt: Sequence[int], points: Sequence[CachePoint]) -> CachePlan:
-        """Usage and reuse for `prompt` with breakpoints `points` (any order); pins the lent entry
-        until `release`. Thread-safe, no MLX."""
+    def plan(self, prompt: Sequence[int], points: Sequence[CachePoint], scope: str = "") -> CachePlan:
+        """Usage and reuse for `prompt` with breakpoints `points` (any order), from the entries
+        of `scope` alone; pins the lent entry until `release`. Thread-safe, no MLX."""
         now = self._clock()
         # The last prompt token is always fed by the decode step, so at most len - 1 are lent.
         usable = len(prompt) - 1
@@ -96,7 +96,7 @@ class PrefixCache:
         with self._lock:
             read, hit = 0, None
             for point in eligible:
-                entry = self._entries.get(tuple(prompt[: point.position]))
+                entry = self._entries.get((scope, tuple(prompt[: point.position])))
                 if entry is not None and entry.written_until > now:
                     read, hit = point.position, entry
             if hit is not None:  # a read refreshes the entry's TTL
@@ -115,6 +115,8 @@ class PrefixCache:
                 writes.append(point)
             reuse, reuse_tokens = None, 0
             for entry in self._entries.values():
+                if entry.scope != scope:
+                    continue
                 n = min(_common(entry.tokens, prompt), usable)
                 if n > reuse_tokens:
                     reuse, reuse_tokens = entry, n
@@ -159,7 +161,8 @@ class PrefixCache:
         if filled >= AUTOMATIC_MIN_TOKENS:
             wanted.setdefault(filled, 0.0)
         for position, until in sorted(wanted.items()):
-            key = tuple(job.prompt[:position])
+            tokens = tuple(job.prompt[:position])
+            key = (job.cache_scope, tokens)
             with self._lock:
                 existing = self._entries.get(key)
                 if existing is not None:
@@ -175,7 +178,9 @@ class PrefixCache:
             if nbytes > self.budget_bytes:
                 continue
             with self._lock:
-                self._entries[key] = Entry(key, kv, nbytes, now, written_until=until)
+                self._entries[key] = Entry(
+                    tokens, kv, nbytes, now, written_until=until, scope=job.cache_scope
+                )
                 self._evict()
 
     def _evict(self) -> None:
@@ -185,5 +190,5 @@ class PrefixCache:
             if total <= self.budget_bytes:
                 return
             if entry.pins == 0:
-                del self._entries[entry.tokens]
+                del self._entries[(entry.scope, entry.tokens)]
                 total -= entry.nbytes

@@ -57,6 +57,9 @@ def read_bundle(parts: list[tuple[str, bytes]]) -> Bundle:
         if rest in files:
             raise InvalidRequestError(f"files.{index}: {raw!r} is uploaded twice")
         files[rest] = data
+    for path in files:  # a file where another's directory would be
+        if any(other.startswith(path + "/") for other in files):
+            raise InvalidRequestError(f"files: {path!r} is uploaded both as a file and as a directory")
     if len(tops) != 1:
         raise InvalidRequestError(
             f"files: all files must be in the same top-level directory (got {', '.join(sorted(tops))})"

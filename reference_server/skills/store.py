@@ -271,15 +271,19 @@ class SkillStore:
         home = self._files / skill_id
         home.mkdir(mode=0o755, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=_TEMP_PREFIX, dir=home))
-        os.chmod(staging, 0o755)
-        top = staging / bundle.name
-        for relative, data in bundle.files:
-            path = top / relative
-            path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-            path.write_bytes(data)
-            os.chmod(path, 0o644)  # read by a run's own user, never written
-        top.mkdir(mode=0o755, exist_ok=True)
-        os.rename(staging, home / version)
+        try:
+            os.chmod(staging, 0o755)
+            top = staging / bundle.name
+            for relative, data in bundle.files:
+                path = top / relative
+                path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+                path.write_bytes(data)
+                os.chmod(path, 0o644)  # read by a run's own user, never written
+            top.mkdir(mode=0o755, exist_ok=True)
+            os.rename(staging, home / version)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
         return version
 
     def _sweep(self) -> None:

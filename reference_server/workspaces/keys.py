@@ -65,7 +65,9 @@ class KeyRing:
         except (OSError, UnicodeDecodeError) as exc:
             raise KeyFileError(f"{path}: cannot be read ({type(exc).__name__})") from None
         except tomllib.TOMLDecodeError as exc:
-            raise KeyFileError(f"{path}: not valid TOML ({exc})") from None
+            # Its position only: the parser's message may quote the file, a key included.
+            where = str(exc).rpartition("(")[2].rstrip(")") or "somewhere"
+            raise KeyFileError(f"{path}: not valid TOML ({where})") from None
         tables = data.get("key")
         if not isinstance(tables, list) or not tables or set(data) - {"key"}:
             raise KeyFileError(f"{path}: want one or more [[key]] tables and nothing else")
@@ -99,10 +101,11 @@ def _entry(table: object, where: str) -> KeyEntry:
     if unknown:
         raise KeyFileError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
     key, workspace = table.get("key"), table.get("workspace")
-    if not isinstance(key, str) or len(key) < 8 or key != key.strip():
-        raise KeyFileError(f"{where}: `key` must be a string of at least 8 characters, no outer spaces")
-    if not isinstance(workspace, str) or not workspace.strip() or len(workspace) > 128:
-        raise KeyFileError(f"{where}: `workspace` must be a non-empty string (at most 128 characters)")
+    # Printable ASCII: a header's value is read as latin-1, so any other key could never match.
+    if not isinstance(key, str) or len(key) < 8 or not all(" " < ch < "\x7f" for ch in key):
+        raise KeyFileError(f"{where}: `key` must be at least 8 printable ASCII characters, no spaces")
+    if not isinstance(workspace, str) or not 1 <= len(workspace) <= 128 or workspace != workspace.strip():
+        raise KeyFileError(f"{where}: `workspace` must be 1-128 characters, no outer spaces")
     limits = {name: table.get(f"rate_limit_{name}") for name in ("rpm", "itpm", "otpm")}
     for name, value in limits.items():
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):

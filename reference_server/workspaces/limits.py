@@ -19,15 +19,22 @@ class KeyLimiters:
         self.default = default
         self._make = make
         self._anonymous = make(default) if default.on else None
-        self._by_key: dict[str, RateLimiter | None] = {}
+        # By key and its limits: a reload that changes a key's limits gives it new buckets.
+        self._by_key: dict[tuple[str, Limits | None], RateLimiter | None] = {}
         self._lock = threading.Lock()
 
     def of(self, entry: KeyEntry | None) -> RateLimiter | None:
         """The buckets of the request's key (None: not limited)."""
         if entry is None:
             return self._anonymous
+        slot = (entry.key, entry.limits)
         with self._lock:
-            if entry.key not in self._by_key:
+            if slot not in self._by_key:
                 limits = entry.limits or self.default
-                self._by_key[entry.key] = self._make(limits) if limits.on else None
-            return self._by_key[entry.key]
+                self._by_key[slot] = self._make(limits) if limits.on else None
+            return self._by_key[slot]
+
+    def forget_others(self, keys: set[str]) -> None:
+        """Drop the buckets of keys no longer held (a reload removed them)."""
+        with self._lock:
+            self._by_key = {slot: bucket for slot, bucket in self._by_key.items() if slot[0] in keys}

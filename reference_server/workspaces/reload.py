@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 from reference_server.workspaces.keys import KeyFileError, KeyRing
@@ -22,6 +23,8 @@ class KeyFile:
         self.path = path
         self.api_key = api_key
         self.ring = self._read()
+        # Told of each new ring (the rate limiters drop the buckets of keys no longer held).
+        self.listeners: list[Callable[[KeyRing], None]] = []
 
     def _read(self) -> KeyRing:
         if self.path is None:
@@ -36,6 +39,8 @@ class KeyFile:
             log.error("keys file not reloaded, the keys held are kept: %s", exc)
             return False
         self.ring = ring
+        for listener in self.listeners:
+            listener(ring)
         log.info("keys reloaded: %d keys in %d workspaces", len(ring.entries), len(ring.workspaces()))
         return True
 

@@ -27,6 +27,7 @@ class Layer:
 class FakeJob:
     prompt: list[int]
     cache_plan: Any
+    cache_scope: str = ""
 
 
 class Clock:
@@ -42,10 +43,10 @@ def prefilled(tokens: int) -> list[Layer]:
     return [Layer(mx.ones((1, 2, tokens, 4)), mx.ones((1, 2, tokens, 4)), tokens) for _ in range(2)]
 
 
-def run(cache: PrefixCache, prompt: list[int], points: list[CachePoint]) -> Any:
+def run(cache: PrefixCache, prompt: list[int], points: list[CachePoint], scope: str = "") -> Any:
     """Plan, then keep what a finished prefill offers, as the worker does."""
-    plan = cache.plan(prompt, points)
-    cache.keep(FakeJob(prompt, plan), prefilled(len(prompt) - 1))
+    plan = cache.plan(prompt, points, scope)
+    cache.keep(FakeJob(prompt, plan, scope), prefilled(len(prompt) - 1))
     if plan.reuse is not None:
         cache.release(plan.reuse)
     return plan
@@ -111,3 +112,19 @@ def test_the_budget_evicts_least_recently_used_but_never_a_lent_entry() -> None:
     run(cache, [9, *list(range(1000, 1099))], [])
     assert tuple(prompts[0][:99]) not in {e.tokens for e in cache._entries.values()}
     assert cache.nbytes <= per_entry * 2
+
+
+def test_a_scope_never_reads_or_reuses_another_scopes_prefixes() -> None:
+    """Workspaces: one's cached prefix is neither a cache read nor an automatic reuse for
+    another (a hit would tell it what the other sent), and is still the first one's."""
+    cache = PrefixCache(min_tokens=16, clock=Clock())
+    long_prompt = list(range(200))
+    run(cache, long_prompt, [CachePoint(100, "5m")], scope="team-a")
+    other = cache.plan(long_prompt, [CachePoint(100, "5m")], "team-b")
+    assert other.usage.cache_read == 0
+    assert other.usage.cache_write_5m == 100
+    assert other.reuse is None
+    own = cache.plan(long_prompt, [CachePoint(100, "5m")], "team-a")
+    assert own.usage.cache_read == 100
+    assert own.reuse is not None
+    cache.release(own.reuse)

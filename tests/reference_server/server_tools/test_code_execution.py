@@ -345,3 +345,21 @@ def test_allowed_hosts_are_reached_through_the_egress_proxy_only(tmp_path):
     assert lines[0] == "http://127.0.0.1:3128"
     assert lines[1] == "403 plumbline sandbox egress: example.com is not on the code execution allow-list"
     assert lines[2] == "403 plumbline sandbox egress: localhost resolves to no public address"
+
+
+def test_a_written_file_is_read_without_following_a_link_at_any_part_of_its_path(tmp_path):
+    """What a run wrote is read from the container one directory at a time, each opened without
+    following a link: a directory swapped for a link to the host gives nothing back."""
+    from reference_server.code_execution.executor import _read_regular
+
+    root = tmp_path / "container"
+    (root / "d").mkdir(parents=True)
+    (root / "d" / "note.txt").write_text("mine")
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "note.txt").write_text("the host's secret")
+    assert _read_regular(root, "d/note.txt", 1000) == b"mine"
+    (root / "d" / "note.txt").unlink()
+    (root / "d").rmdir()
+    (root / "d").symlink_to(host)  # what racing code would do between the scan and the read
+    assert _read_regular(root, "d/note.txt", 1000) is None

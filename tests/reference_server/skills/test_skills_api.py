@@ -126,6 +126,7 @@ def test_the_list_pages_with_its_cursor(client):
         (files(b"---\nname: harbour-times\n---\n"), "description must be"),
         (files(b"---\nname: harbour-times\ndescription: <b>bold</b>\n---\n"), "XML tags"),
         ([], "at least one file"),
+        (files(**{"scripts": b"x", "scripts/run.py": b"y"}), "both as a file and as a directory"),
     ],
 )
 def test_a_bad_upload_is_a_400_naming_the_problem(client, parts, words):

@@ -257,11 +257,14 @@ def test_a_reload_swaps_the_keys_and_a_bad_file_keeps_them(tmp_path):
     [
         ("", "want one or more [[key]] tables"),
         (f'[[key]]\nkey = "{A_KEY}"\n', "`workspace` must be"),
-        ('[[key]]\nkey = "short"\nworkspace = "w"\n', "at least 8 characters"),
+        ('[[key]]\nkey = "short"\nworkspace = "w"\n', "at least 8 printable ASCII"),
+        ('[[key]]\nkey = "sk-clé-0123456789"\nworkspace = "w"\n', "at least 8 printable ASCII"),
+        (f'[[key]]\nkey = "{A_KEY}"\nworkspace = " w"\n', "no outer spaces"),
         (f'[[key]]\nkey = "{A_KEY}"\nworkspace = "w"\nrate_limit_rpm = 0\n', "positive integer"),
         (f'[[key]]\nkey = "{A_KEY}"\nworkspace = "w"\nrole = "admin"\n', "unknown field(s) role"),
         (KEYS + f'\n[[key]]\nkey = "{A_KEY}"\nworkspace = "w"\n', "a key is listed twice"),
         ("[[key]\n", "not valid TOML"),
+        (f'[[key]]\nkey = "{A_KEY}\x01"\nworkspace = "w"\n', "not valid TOML (at line 2"),
     ],
 )
 def test_a_bad_keys_file_is_refused_without_showing_a_key(tmp_path, text, words):
@@ -272,3 +275,17 @@ def test_a_bad_keys_file_is_refused_without_showing_a_key(tmp_path, text, words)
     ring = KeyRing.from_file(keys_file(tmp_path), api_key=OLD_KEY)
     assert [e.workspace for e in ring.entries] == ["wrkspc_team_a", "wrkspc_team_b", "default"]
     assert A_KEY not in repr(ring)
+
+
+def test_a_reload_that_changes_a_keys_limits_gives_it_new_buckets(tmp_path):
+    text = KEYS.replace("rate_limit_rpm = 1000", "rate_limit_rpm = 1")
+    engine = ScriptedEngine("ok", model_id="scripted", context_window=4096)
+    app = create_app(Settings(data_dir=tmp_path, keys_file=keys_file(tmp_path, text)), engine=engine)
+    with TestClient(app) as client:
+        assert client.post("/v1/messages", json=message("Hi"), headers=as_key(A_KEY)).status_code == 200
+        assert_error(
+            client.post("/v1/messages", json=message("Hi"), headers=as_key(A_KEY)), 429, "rate_limit_error"
+        )
+        keys_file(tmp_path, KEYS)  # back to 1000 a minute
+        assert client.app.state.keyfile.reload()
+        assert client.post("/v1/messages", json=message("Hi"), headers=as_key(A_KEY)).status_code == 200
