@@ -5,8 +5,10 @@ usage, the 2026 versions' Python run without its state, and uploads dropped on t
 
 from __future__ import annotations
 
+from typing import Any
+
 from .fault_proxy import Fault, Request
-from .faults import JSONDict, message_json, strip
+from .faults import JSONDict, drop_blocks, message_json, strip
 
 __all__ = ["code_execution_fault_catalogue"]
 
@@ -43,19 +45,8 @@ def _stateless_python(request: Request) -> Request:
     return request.with_json({**body, "tools": tools}) if tools else request
 
 
-def _drop_uploads(request: Request) -> Request:
-    """A gateway that does not know container_upload blocks and leaves them out."""
-    body = request.json
-    if not request.path.startswith("/v1/messages") or not isinstance(body, dict):
-        return request
-    messages = []
-    for message in body.get("messages", []):
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, list):
-            kept = [b for b in content if not (isinstance(b, dict) and b.get("type") == "container_upload")]
-            message = {**message, "content": kept}
-        messages.append(message)
-    return request.with_json({**body, "messages": messages})
+def _is_upload(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") == "container_upload"
 
 
 def code_execution_fault_catalogue() -> dict[str, Fault]:
@@ -71,5 +62,5 @@ def code_execution_fault_catalogue() -> dict[str, Fault]:
         "CODE-004": Fault(
             "each Python call of a 2026 version in a fresh interpreter", request=_stateless_python
         ),
-        "CODE-005": Fault("container_upload blocks dropped by the gateway", request=_drop_uploads),
+        "CODE-005": Fault("container_upload blocks dropped by the gateway", request=drop_blocks(_is_upload)),
     }

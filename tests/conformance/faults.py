@@ -210,6 +210,25 @@ def _crash_on_queries(request: Request, response: Response) -> Response:
     return error(500, "api_error") if request.path.startswith("/v1/models?") else response
 
 
+def drop_blocks(dropped: Callable[[Any], bool]) -> Callable[[Request], Request]:
+    """Messages requests forwarded without the content blocks `dropped` picks (a gateway that
+    does not know a block type and leaves it out)."""
+
+    def apply(request: Request) -> Request:
+        body = request.json
+        if not request.path.startswith("/v1/messages") or not isinstance(body, dict):
+            return request
+        messages = []
+        for message in body.get("messages", []):
+            content = message.get("content") if isinstance(message, dict) else None
+            if isinstance(content, list):
+                message = {**message, "content": [b for b in content if not dropped(b)]}
+            messages.append(message)
+        return request.with_json({**body, "messages": messages})
+
+    return apply
+
+
 def strip(field: str, path: str = "") -> Callable[[Request], Request]:
     """Requests whose path starts with `path` forwarded without `field` (a gateway that drops
     what it cannot translate)."""

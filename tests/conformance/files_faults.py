@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .fault_proxy import Fault, Request, Response
-from .faults import error, message_json
+from .faults import drop_blocks, error, message_json
 
 __all__ = ["files_fault_catalogue"]
 
@@ -42,20 +42,6 @@ def _is_file_document(block: Any) -> bool:
     )
 
 
-def _drop_file_sources(request: Request) -> Request:
-    """A gateway that does not know file sources and leaves their documents out."""
-    body = request.json
-    if not request.path.startswith("/v1/messages") or not isinstance(body, dict):
-        return request
-    messages = []
-    for message in body.get("messages", []):
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, list):
-            message = {**message, "content": [b for b in content if not _is_file_document(b)]}
-        messages.append(message)
-    return request.with_json({**body, "messages": messages})
-
-
 def _not_found_as_400(request: Request, response: Response) -> Response:
     if response.status == 404:
         return error(400, "invalid_request_error", "file not found")
@@ -65,7 +51,9 @@ def _not_found_as_400(request: Request, response: Response) -> Response:
 def files_fault_catalogue() -> dict[str, Fault]:
     return {
         "FILES-001": Fault("uploads answered as OpenAI FileObjects (object, bytes)", response=_openai_upload),
-        "FILES-002": Fault("file sources dropped before the model reads them", request=_drop_file_sources),
+        "FILES-002": Fault(
+            "file sources dropped before the model reads them", request=drop_blocks(_is_file_document)
+        ),
         "FILES-003": Fault("a missing file answered 400 invalid_request_error", response=_not_found_as_400),
         "FILES-004": Fault(
             "citations of a file's document with file_id null", response=message_json(_null_file_ids)

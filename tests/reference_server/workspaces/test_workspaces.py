@@ -7,9 +7,11 @@ the keys file's errors, which never show a key."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -212,7 +214,9 @@ def test_the_workspace_header_must_name_the_keys_own(tmp_path):
         )
 
 
-def test_rate_limits_are_each_keys_own_and_metrics_name_workspaces_never_keys(tmp_path):
+@contextlib.contextmanager
+def one_a_minute_for_a(tmp_path: Path) -> Iterator[TestClient]:
+    """A server where key A may send one request a minute, and has: its next is a 429."""
     text = KEYS.replace("rate_limit_rpm = 1000", "rate_limit_rpm = 1")
     engine = ScriptedEngine("ok", model_id="scripted", context_window=4096)
     app = create_app(Settings(data_dir=tmp_path, keys_file=keys_file(tmp_path, text)), engine=engine)
@@ -221,6 +225,11 @@ def test_rate_limits_are_each_keys_own_and_metrics_name_workspaces_never_keys(tm
         assert_error(
             client.post("/v1/messages", json=message("Hi"), headers=as_key(A_KEY)), 429, "rate_limit_error"
         )
+        yield client
+
+
+def test_rate_limits_are_each_keys_own_and_metrics_name_workspaces_never_keys(tmp_path):
+    with one_a_minute_for_a(tmp_path) as client:
         answered = client.post("/v1/messages", json=message("Hi"), headers=as_key(B_KEY))
         assert answered.status_code == 200
         assert "anthropic-ratelimit-requests-limit" not in answered.headers  # B has no limits
@@ -278,14 +287,7 @@ def test_a_bad_keys_file_is_refused_without_showing_a_key(tmp_path, text, words)
 
 
 def test_a_reload_that_changes_a_keys_limits_gives_it_new_buckets(tmp_path):
-    text = KEYS.replace("rate_limit_rpm = 1000", "rate_limit_rpm = 1")
-    engine = ScriptedEngine("ok", model_id="scripted", context_window=4096)
-    app = create_app(Settings(data_dir=tmp_path, keys_file=keys_file(tmp_path, text)), engine=engine)
-    with TestClient(app) as client:
-        assert client.post("/v1/messages", json=message("Hi"), headers=as_key(A_KEY)).status_code == 200
-        assert_error(
-            client.post("/v1/messages", json=message("Hi"), headers=as_key(A_KEY)), 429, "rate_limit_error"
-        )
+    with one_a_minute_for_a(tmp_path) as client:
         keys_file(tmp_path, KEYS)  # back to 1000 a minute
         assert client.app.state.keyfile.reload()
         assert client.post("/v1/messages", json=message("Hi"), headers=as_key(A_KEY)).status_code == 200
