@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import hashlib
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -39,11 +38,20 @@ __all__ = ["Sandbox", "find_sandbox", "runtime_paths"]
 # A directory's user when the server is root: a uid of its own in a range no system account uses.
 _FIRST_UID = 200_000
 _UIDS = 800_000
-# Entering as root, the run becomes its directory's user before anything else (no capability
-# survives setuid to another user; bwrap has set no_new_privs, so nothing regains one).
-_BECOME = (
-    "import os,sys;u=int(sys.argv[1]);os.setgroups([]);os.setgid(u);os.setuid(u);"
-    "os.chdir(sys.argv[2]);os.execvp(sys.argv[3],sys.argv[3:])"
+# The first thing a run does inside the sandbox (argv: uid or -1, directory, the CPU, memory,
+# process and file-size bounds, then the command): sets the kernel's bounds, inherited by every
+# process of the run; entering as root, becomes its directory's user (no capability survives
+# setuid to another user; bwrap has set no_new_privs, so nothing regains one); then the command.
+# Not a `preexec_fn`: Python code between fork and exec in this multi-threaded server can
+# deadlock on a lock another thread (the engine's) held at the fork, and the event loop waits
+# for that child forever.
+_ENTER = (
+    "import os,sys,resource as r\n"
+    "u=int(sys.argv[1]);c,a,n,f=(int(x) for x in sys.argv[3:7])\n"
+    "for k,v in ((r.RLIMIT_CPU,c),(r.RLIMIT_AS,a),(r.RLIMIT_NPROC,n),(r.RLIMIT_FSIZE,f),(r.RLIMIT_CORE,0)):\n"
+    " r.setrlimit(k,(v,v))\n"
+    "if u>=0:\n os.setgroups([]);os.setgid(u);os.setuid(u)\n"
+    "os.chdir(sys.argv[2]);os.execvp(sys.argv[7],sys.argv[7:])"
 )
 _PATH = "/usr/local/bin:/usr/bin:/bin"
 _REAP_S = 10.0  # after the kill, how long the pipes may take to end
@@ -93,8 +101,14 @@ class Sandbox:
         digest = hashlib.sha256(str(workdir.resolve()).encode()).digest()
         return _FIRST_UID + int.from_bytes(digest[:8], "big") % _UIDS
 
-    def argv(self, command: Sequence[str], policy: Policy) -> list[str]:
-        """The full command line: the sandbox program, its policy, then `command`."""
+    def argv(
+        self, command: Sequence[str], policy: Policy, limits: Limits | None = None, nproc: int | None = None
+    ) -> list[str]:
+        """The full command line: the sandbox program, its policy, then `command` under `limits`
+        (`nproc`: the process bound, when not `limits.processes`)."""
+        limits = limits or Limits()
+        caps = (limits.cpu_s, limits.memory_bytes, nproc or limits.processes, limits.file_bytes)
+        bounds = [str(value) for value in caps]
         env = {"PATH": _PATH, "HOME": WORKSPACE, "LANG": "C.UTF-8", "TMPDIR": "/tmp", **policy.env}
         if policy.egress is not None:
             proxy = f"http://127.0.0.1:{EGRESS_PORT}"
@@ -109,6 +123,14 @@ class Sandbox:
                 "/usr/bin/env",
                 "-i",
                 *(f"{k}={v}" for k, v in env.items()),
+                python(),
+                "-I",
+                "-S",
+                "-c",
+                _ENTER,
+                "-1",
+                str(policy.workdir),
+                *bounds,
                 *command,
             ]
         args = [self.program, "--die-with-parent", "--new-session"]
@@ -148,11 +170,9 @@ class Sandbox:
             args += ["--perms", "0755", "--dir", str(Path(EGRESS_SOCKET).parent)]
             args += ["--bind", str(policy.egress), EGRESS_SOCKET]
         args += ["--bind", str(policy.workdir), WORKSPACE]
-        if self.root:
-            # The directory is its user's alone (0700): only that user can enter it.
-            uid = str(self.uid(policy.workdir))
-            return [*args, "--", python(), "-I", "-S", "-c", _BECOME, uid, WORKSPACE, *command]
-        return [*args, "--chdir", WORKSPACE, "--", *command]
+        # As root the run becomes the directory's user (its alone, 0700: only it can enter).
+        uid = str(self.uid(policy.workdir)) if self.root else "-1"
+        return [*args, "--", python(), "-I", "-S", "-c", _ENTER, uid, WORKSPACE, *bounds, *command]
 
     async def run(
         self, command: Sequence[str], policy: Policy, limits: Limits, stdin: bytes | None = None
@@ -160,12 +180,11 @@ class Sandbox:
         """Run `command` to its end or its limits; its output is cut at `limits.output_bytes`."""
         nproc = limits.processes if self.root else _user_tasks() + limits.processes
         process = await asyncio.create_subprocess_exec(
-            *self.argv(command, policy),
+            *self.argv(command, policy, limits, nproc),
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=lambda: _bound(limits, nproc),
             env={"PATH": os.environ.get("PATH", _PATH)},
         )
         exceeded = asyncio.Event()
@@ -207,18 +226,6 @@ class Sandbox:
                     await asyncio.wait_for(asyncio.shield(finished), _REAP_S)
         code = process.returncode if process.returncode is not None else -9
         return Completed(bytes(out), bytes(err), code, timed_out=timed_out, output_exceeded=exceeded.is_set())
-
-
-def _bound(limits: Limits, nproc: int) -> None:
-    """In the child, before exec: the kernel's bounds (inherited by every process of the run)."""
-    for kind, value in (
-        (resource.RLIMIT_CPU, limits.cpu_s),
-        (resource.RLIMIT_AS, limits.memory_bytes),
-        (resource.RLIMIT_NPROC, nproc),
-        (resource.RLIMIT_FSIZE, limits.file_bytes),
-        (resource.RLIMIT_CORE, 0),
-    ):
-        resource.setrlimit(kind, (value, value))
 
 
 def _kill(pid: int) -> None:
@@ -297,5 +304,5 @@ def _probe() -> Sandbox | str:
 def _probe_argv(sandbox: Sandbox, workdir: Path) -> list[str]:
     # As root the run would drop to the directory's user: probe the same way, as uid _FIRST_UID.
     argv = sandbox.argv(["true"], Policy(workdir=workdir))
-    argv[argv.index(_BECOME) + 1] = str(_FIRST_UID)
+    argv[argv.index(_ENTER) + 1] = str(_FIRST_UID)
     return argv
