@@ -313,7 +313,7 @@ class FastLlamaBlock(TransformerBlock):
         if tokens != 1:
             raise ValueError("a chain needs the kernel's whole-layer step (chain_ready)")
         before, after = _compiled(config, *formats, biased=bias is not None)
-        if formats[0] is not None and kernel is not None and bias is None:
+        if formats[0] is not None and formats[0][0] != 0 and kernel is not None and bias is None:
             # One operation for norm, product, rotation and layouts (cpu/projection.cpp).
             group_size, bits = formats[0]
             queries, keys, values = kernel.decode_projection(

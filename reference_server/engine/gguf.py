@@ -10,10 +10,12 @@ K-quants (Q4_K_M mixes Q4_K, Q5_0, Q6_K and Q8_0), which MLX cannot decode: it r
 that are wrong (Qwen2.5-Coder-1.5B's Q4_K_M: off by up to 1.9 where weights average 0.017; the
 model wrote gibberish). Those files are read with
 the `gguf` package (llama.cpp's own Python reader) and dequantized to float32 (the file's values
-exactly), and `SOURCE_WIDTHS` in the metadata gives each layer the width it is served at under
-`--precision auto` (`requantize`, in groups of 32 for the CPU kernels): 4 bits where the file has
-4 bits or fewer, 8 elsewhere. All at 4 bits lost 0.12 nats per token on Qwen2.5-Coder-0.5B's
-Q4_K_M (q4 from Q5_0 and Q6_K), outside the quality bound of 0.05
+exactly). Under `--precision auto` with the CPU kernel, the linear layers are then served on the
+file's own blocks (`RAW_BLOCKS` in the metadata; blocks.py): a decode step reads 5.5 bits a
+Q5_0 weight, not 8 and a float32 scale and bias. Without the kernel (Metal), `SOURCE_WIDTHS`
+gives each layer the width it is requantized at (`requantize`, groups of 32): 4 bits where the
+file has 4 bits or fewer, 8 elsewhere; the embeddings always so. All at 4 bits lost 0.12 nats per
+token on Qwen2.5-Coder-0.5B's Q4_K_M (q4 from Q5_0 and Q6_K), outside the quality bound of 0.05
 (tests/reference_server/engine/test_quality_qwen.py); another `--precision` converts it as any
 other model.
 
@@ -36,6 +38,7 @@ from typing import Any
 
 __all__ = [
     "ARCHITECTURES",
+    "RAW_BLOCKS",
     "SOURCE_WIDTHS",
     "GGUFError",
     "load_gguf_model",
@@ -52,6 +55,9 @@ __all__ = [
 ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2"}
 # In the metadata of a file the gguf package read: {mlx-lm layer path: bits to serve it at}.
 SOURCE_WIDTHS = "plumbline.source_widths"
+# ... and {mlx-lm layer path: (type name, the file's raw rows)} of its quantized tensors, which
+# blocks.py serves as they are.
+RAW_BLOCKS = "plumbline.raw_blocks"
 # Source types of 4 bits or fewer per weight: requantized at 4 bits (the rest at 8).
 _FOUR_BITS = {"Q4_0", "Q4_1", "Q4_K", "Q3_K", "Q2_K", "IQ4_NL", "IQ4_XS", "IQ3_S", "IQ3_XXS", "IQ2_S"}
 _FLOAT_TYPES = {"F32", "F16", "BF16", "F64"}
@@ -205,15 +211,18 @@ def _read_with_gguf(path: Path) -> tuple[dict[str, Any], dict[str, Any], dict[st
     meta = _fields(reader)
     tensors: dict[str, Any] = {}
     widths: dict[str, int] = {}
+    raw: dict[str, tuple[str, Any]] = {}
     for tensor in reader.tensors:
         kind = tensor.tensor_type.name
         if kind not in _FLOAT_TYPES:
             widths[tensor.name] = 4 if kind in _FOUR_BITS else 8
+            raw[tensor.name] = (kind, tensor.data)
         try:
             values = dequantize(tensor.data, tensor.tensor_type)
         except NotImplementedError as exc:
             raise GGUFError(f"{path}: the gguf package cannot decode {tensor.name} ({kind})") from exc
         tensors[tensor.name] = mx.array(np.ascontiguousarray(values, dtype=np.float32))
+    meta[RAW_BLOCKS] = raw
     return tensors, meta, widths
 
 
@@ -318,6 +327,11 @@ def load_gguf_model(path: Path) -> tuple[Any, dict[str, Any]]:
         meta[SOURCE_WIDTHS] = {
             target.removesuffix(".weight"): width
             for name, width in widths.items()
+            if (target := mlx_name(name)) is not None and target.endswith(".weight")
+        }
+        meta[RAW_BLOCKS] = {
+            target.removesuffix(".weight"): found
+            for name, found in meta[RAW_BLOCKS].items()
             if (target := mlx_name(name)) is not None and target.endswith(".weight")
         }
     mx.eval(model.parameters())

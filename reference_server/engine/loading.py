@@ -59,6 +59,7 @@ def load_model(
     import mlx.core as mx
 
     from .gguf import (
+        RAW_BLOCKS,
         SOURCE_WIDTHS,
         load_gguf_model,
         random_llama,
@@ -84,7 +85,15 @@ def load_model(
         # else float32 from the gguf package (K-quants); converted to `chosen` below.
         model, meta = load_gguf_model(source.path)
         if SOURCE_WIDTHS in meta and precision == "auto":
-            requantize(model, meta[SOURCE_WIDTHS])  # 4 and 8 bits as the file's: gguf.py says why
+            widths = meta[SOURCE_WIDTHS]
+            if kernel is not None:
+                # The file's own blocks on the kernel (blocks.py says why); embeddings requantized.
+                from .blocks import serve_blocks
+
+                as_blocks = serve_blocks(model, meta.pop(RAW_BLOCKS))
+                widths = {path: bits for path, bits in widths.items() if path not in as_blocks}
+            requantize(model, widths)  # 4 and 8 bits as the file's: gguf.py says why
+            meta.pop(RAW_BLOCKS, None)  # the file's mapping, no longer needed
             chosen = None
         context = int(meta[f"{meta['general.architecture']}.context_length"])
         tokenizer = ChatTokenizer.from_gguf(meta)

@@ -20,6 +20,8 @@ from mlx.nn.layers.linear import Linear
 from mlx.nn.layers.quantized import QuantizedEmbedding, QuantizedLinear
 from mlx.utils import tree_unflatten
 
+from .blocks import BlockLinear
+
 if TYPE_CHECKING:
     from .precision import Precision
 
@@ -75,13 +77,15 @@ def apply_precision(model: Module, precision: Precision) -> None:
 
 def describe_precision(model: Module) -> str:
     """What the linear layers hold (the output projection aside, which `q4` keeps at 8 bits):
-    `f32`, `q8`, `q4`, another float type, or `mixed`."""
+    `f32`, `q8`, `q4`, `gguf` (a file's own blocks, blocks.py), another float type, or `mixed`."""
     kinds = set()
     for path, module in _modules(model):
         if path.split(".")[-1] in _EIGHT_BIT_NAMES:
             continue
         if isinstance(module, QuantizedLinear):
             kinds.add(f"q{module.bits}")
+        elif isinstance(module, BlockLinear):
+            kinds.add("gguf")
         elif isinstance(module, Linear):
             kinds.add(
                 {mx.float32: "f32", mx.float16: "f16", mx.bfloat16: "bf16"}.get(module.weight.dtype, "float")
@@ -214,6 +218,10 @@ def linear_parts(layer: Module, *, bias: bool = False) -> tuple[tuple[mx.array, 
         raise TypeError(f"a linear layer with a bias: {type(layer).__name__}")
     if type(layer) is CpuQuantizedLinear:
         return (layer["weight"], layer["scales"], layer["biases"]), (layer.group_size, layer.bits)
+    if type(layer) is BlockLinear:
+        # Block rows carry their scales: the weight stands in the scales' and biases' places
+        # too (never read there), so every kernel format is a triple; group size 0 says so.
+        return (layer["weight"],) * 3, (0, layer.kind)
     if type(layer) is Linear:
         return (layer["weight"],), None
     raise TypeError(f"not a bias-free float32 or kernel linear layer: {type(layer).__name__}")
@@ -227,6 +235,8 @@ def concatenate_linears(layers: list[Module]) -> Module:
     if len(formats) != 1:
         raise TypeError("the layers to fuse differ in format")
     quantized = formats.pop()
+    if quantized is not None and quantized[0] == 0:
+        return BlockLinear(mx.concatenate([p[0][0] for p in parts], axis=0), quantized[1])
     arrays = [mx.concatenate([p[0][i] for p in parts], axis=0) for i in range(len(parts[0][0]))]
     if quantized is None:
         fused = Linear(int(arrays[0].shape[1]), int(arrays[0].shape[0]), bias=False)

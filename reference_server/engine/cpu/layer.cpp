@@ -63,7 +63,7 @@ struct Format {
 Weights weights_at(const std::vector<mx::array>& inputs, int at, Format f) {
   const mx::array &w = inputs[at], &scales = inputs[at + 1], &biases = inputs[at + 2];
   return Weights{w.data<uint8_t>(), scales.data<void>(), biases.data<void>(), scales.dtype() == mx::float16,
-                 static_cast<int>(w.shape(0)), static_cast<int>(w.shape(1)) * 32 / f.bits, f.group, f.bits};
+                 static_cast<int>(w.shape(0)), weight_columns(w.shape(1), f.group, f.bits), f.group, f.bits};
 }
 
 class DecodeLayer : public mx::Primitive {
@@ -205,6 +205,12 @@ class DecodeLayer : public mx::Primitive {
 
 void check_linear(const std::vector<mx::array>& inputs, int at, int group, int bits, int K, const char* name) {
   const mx::array &w = inputs[at], &scales = inputs[at + 1], &biases = inputs[at + 2];
+  if (group == 0) {  // GGML block rows (blocks.cpp); scales and biases are not read
+    if (block_bytes(bits) == 0 || w.dtype() != mx::uint8 || w.ndim() != 2 ||
+        w.shape(1) != static_cast<int64_t>(K / 32) * block_bytes(bits) || K % 32 != 0)
+      throw std::invalid_argument(std::string("plumbline layer: ") + name + ": block rows do not match");
+    return;
+  }
   if ((bits != 4 && bits != 8) || group % 32 != 0)
     throw std::invalid_argument(std::string("plumbline layer: ") + name + ": 4 or 8 bits, groups of 32k");
   if (w.dtype() != mx::uint32 || w.ndim() != 2 || w.shape(1) * 32 / bits != K || K % group != 0 ||

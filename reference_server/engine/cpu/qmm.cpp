@@ -309,7 +309,7 @@ class QuantizedMatmul : public mx::UnaryPrimitive {
     auto& encoder = mx::cpu::get_command_encoder(stream());
     for (const auto& a : inputs) encoder.set_input_array(a);
     encoder.set_output_array(out);
-    int K = static_cast<int>(w.shape(1)) * 32 / bits_, N = w.shape(0);
+    int K = weight_columns(w.shape(1), group_, bits_), N = w.shape(0);
     int M = static_cast<int>(out.size() / N);
     size_t next = 4;
     if (norm_ && !inputs[next].flags().row_contiguous)
@@ -366,6 +366,7 @@ class QuantizedMatmul : public mx::UnaryPrimitive {
 
 void quantized_product(const View& x, const Transform& t, const Weights& w, int M, const float* residual,
                        float* out) {
+  if (w.group == 0) return block_product(x, t, w, M, residual, out);
   if (t.activations != 0 && integer_product(x, t, w, M, residual, out)) return;
   Problem p{x.data,
             w.w,
@@ -394,17 +395,25 @@ mx::array quantized_matmul(const mx::array& x, const mx::array& w, const mx::arr
                            const mx::array& biases, int group_size, int bits,
                            const std::optional<mx::array>& norm, float eps, bool swiglu,
                            const std::optional<mx::array>& residual, int activations) {
-  if (bits != 4 && bits != 8) throw std::invalid_argument("plumbline qmm: bits must be 4 or 8");
-  if (group_size % 32 != 0) throw std::invalid_argument("plumbline qmm: group size must be a multiple of 32");
-  if (x.dtype() != mx::float32 || (scales.dtype() != mx::float32 && scales.dtype() != mx::float16) ||
-      biases.dtype() != scales.dtype())
-    throw std::invalid_argument("plumbline qmm: x must be float32, scales and biases both float32 or float16");
-  if (w.dtype() != mx::uint32 || w.ndim() != 2 || scales.ndim() != 2 || biases.shape() != scales.shape())
-    throw std::invalid_argument("plumbline qmm: w must be (N, K * bits / 32) uint32, scales (N, K / group)");
+  if (x.dtype() != mx::float32) throw std::invalid_argument("plumbline qmm: x must be float32");
   if (x.ndim() < 1) throw std::invalid_argument("plumbline qmm: x must have at least one dimension");
-  int K = static_cast<int>(w.shape(1)) * 32 / bits;
-  if (x.shape(-1) != (swiglu ? 2 * K : K) || K % group_size != 0 || scales.shape(1) * group_size != K ||
-      scales.shape(0) != w.shape(0))
+  if (group_size == 0) {
+    // GGML block rows (blocks.cpp); scales and biases are not read.
+    if (block_bytes(bits) == 0) throw std::invalid_argument("plumbline qmm: unknown GGML block type");
+    if (w.dtype() != mx::uint8 || w.ndim() != 2 || w.shape(1) % block_bytes(bits) != 0)
+      throw std::invalid_argument("plumbline qmm: block rows must be (N, K / 32 * block bytes) uint8");
+  } else {
+    if (bits != 4 && bits != 8) throw std::invalid_argument("plumbline qmm: bits must be 4 or 8");
+    if (group_size % 32 != 0) throw std::invalid_argument("plumbline qmm: group size must be a multiple of 32");
+    if ((scales.dtype() != mx::float32 && scales.dtype() != mx::float16) || biases.dtype() != scales.dtype())
+      throw std::invalid_argument("plumbline qmm: scales and biases must be both float32 or float16");
+    if (w.dtype() != mx::uint32 || w.ndim() != 2 || scales.ndim() != 2 || biases.shape() != scales.shape())
+      throw std::invalid_argument("plumbline qmm: w must be (N, K * bits / 32) uint32, scales (N, K / group)");
+  }
+  int K = weight_columns(w.shape(1), group_size, bits);
+  if (x.shape(-1) != (swiglu ? 2 * K : K) ||
+      (group_size != 0 &&
+       (K % group_size != 0 || scales.shape(1) * group_size != K || scales.shape(0) != w.shape(0))))
     throw std::invalid_argument("plumbline qmm: shapes do not match");
   auto stream = mx::default_stream(mx::Device::cpu);
   mx::Shape shape = x.shape();

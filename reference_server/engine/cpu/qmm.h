@@ -55,8 +55,14 @@ struct Transform {
 // Row m of x, transformed (SwiGLU, then RMS norm), into row[0, K) (`row` is resized).
 void transform_row(const View& x, const Transform& t, int m, int K, std::vector<float>& row);
 
+// GGML block types (blocks.cpp): Weights with group 0 hold rows of these blocks, `bits` the type.
+enum BlockKind : int { kBlockQ4_0 = 2, kBlockQ4_1 = 3, kBlockQ5_0 = 6, kBlockQ5_1 = 7, kBlockQ8_0 = 8 };
+// Bytes of one 32-weight block of `kind`; 0 for anything else.
+int block_bytes(int kind);
+
 // The weights of one product: MLX's affine layout (see qmm.cpp), scales and biases float32 or
-// float16 (`half`).
+// float16 (`half`); or with `group` 0, rows of GGML blocks of type `bits` (scales and biases
+// unused).
 struct Weights {
   const uint8_t* w;
   const void* scales;
@@ -72,6 +78,14 @@ struct Weights {
 bool integer_product(const View& x, const Transform& t, const Weights& w, int M, const float* residual, float* out);
 bool vnni_available();
 bool int8_eight_bit();
+
+// out = [residual +] transform(x) @ blocks.T on int8 input rows (blocks.cpp); w.group is 0.
+void block_product(const View& x, const Transform& t, const Weights& w, int M, const float* residual, float* out);
+
+// K of a weight array: its columns of 32-bit words (MLX's layout) or bytes (block rows).
+inline int weight_columns(int64_t columns, int group, int bits) {
+  return group == 0 ? static_cast<int>(columns / block_bytes(bits) * 32) : static_cast<int>(columns * 32 / bits);
+}
 
 void quantized_product(const View& x, const Transform& t, const Weights& w, int M, const float* residual,
                        float* out);
