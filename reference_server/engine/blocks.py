@@ -25,8 +25,11 @@ from mlx.nn.layers.base import Module
 
 __all__ = ["BLOCK_BYTES", "BlockLinear", "dequantize_rows", "encode_rows", "serve_blocks", "to_block_rows"]
 
-# GGML type id -> bytes per 32-weight block (cpu/qmm.h's BlockKind).
-BLOCK_BYTES = {2: 18, 3: 20, 6: 22, 7: 24, 8: 34}
+# GGML type id -> bytes per 32-weight block (cpu/qmm.h's BlockKind); 106 is ours: Q5_0 with each
+# two blocks' bytes regrouped (scales, fifth bits, nibbles: cpu/blocks.cpp's tile_pairs), what
+# Q5_0 rows of a width that is a multiple of 64 are served as.
+BLOCK_BYTES = {2: 18, 3: 20, 6: 22, 7: 24, 8: 34, 106: 22}
+_Q5_0_PAIRS = 106
 _NAMES = {"Q4_0": 2, "Q4_1": 3, "Q5_0": 6, "Q5_1": 7, "Q8_0": 8}
 _Q8_0 = 8
 # The product families the engine fuses (decode.py), by the layer's last name.
@@ -41,10 +44,29 @@ def _qtype(name: str) -> Any:
     return GGMLQuantizationType[name]
 
 
+def _paired(rows: np.ndarray) -> np.ndarray:
+    """Q5_0 rows with each two blocks regrouped: both scales, both words of fifth bits, both
+    blocks' nibbles (44 bytes)."""
+    pairs = rows.reshape(rows.shape[0], -1, 2, 22)
+    fields = [pairs[..., 0:2], pairs[..., 2:6], pairs[..., 6:22]]
+    grouped = [field.reshape(rows.shape[0], pairs.shape[1], -1) for field in fields]
+    return np.ascontiguousarray(np.concatenate(grouped, axis=-1).reshape(rows.shape[0], -1))
+
+
+def _unpaired(rows: np.ndarray) -> np.ndarray:
+    pairs = rows.reshape(rows.shape[0], -1, 44)
+    scales = pairs[..., 0:4].reshape(*pairs.shape[:2], 2, 2)
+    bits = pairs[..., 4:12].reshape(*pairs.shape[:2], 2, 4)
+    nibbles = pairs[..., 12:44].reshape(*pairs.shape[:2], 2, 16)
+    return np.concatenate([scales, bits, nibbles], axis=-1).reshape(rows.shape[0], -1)
+
+
 def dequantize_rows(rows: np.ndarray, kind: int) -> np.ndarray:
     """The float32 (N, K) values of block rows of GGML type `kind`."""
     from gguf.quants import dequantize
 
+    if kind == _Q5_0_PAIRS:
+        rows, kind = _unpaired(rows), _NAMES["Q5_0"]
     name = next(n for n, k in _NAMES.items() if k == kind)
     values: np.ndarray = dequantize(rows, _qtype(name)).astype(np.float32, copy=False)
     return values
@@ -170,6 +192,8 @@ def serve_blocks(model: Any, tensors: dict[str, tuple[str, np.ndarray]]) -> set[
                 chosen[p] = (_Q8_0, _as_q8_0(chosen[p][1], chosen[p][0]))
     replaced = []
     for path, (kind, rows) in chosen.items():
+        if kind == _NAMES["Q5_0"] and rows.shape[1] % 44 == 0:
+            kind, rows = _Q5_0_PAIRS, _paired(rows)
         bias = modules[path].get("bias")
         float_bias = None if bias is None else bias.astype(mx.float32)
         replaced.append((path, BlockLinear(mx.array(rows), kind, float_bias)))

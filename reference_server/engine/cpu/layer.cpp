@@ -207,7 +207,8 @@ void check_linear(const std::vector<mx::array>& inputs, int at, int group, int b
   const mx::array &w = inputs[at], &scales = inputs[at + 1], &biases = inputs[at + 2];
   if (group == 0) {  // GGML block rows (blocks.cpp); scales and biases are not read
     if (block_bytes(bits) == 0 || w.dtype() != mx::uint8 || w.ndim() != 2 ||
-        w.shape(1) != static_cast<int64_t>(K / 32) * block_bytes(bits) || K % 32 != 0)
+        w.shape(1) != static_cast<int64_t>(K / 32) * block_bytes(bits) || K % 32 != 0 ||
+        w.shape(1) % block_unit(bits) != 0)
       throw std::invalid_argument(std::string("plumbline layer: ") + name + ": block rows do not match");
     return;
   }

@@ -400,7 +400,7 @@ mx::array quantized_matmul(const mx::array& x, const mx::array& w, const mx::arr
   if (group_size == 0) {
     // GGML block rows (blocks.cpp); scales and biases are not read.
     if (block_bytes(bits) == 0) throw std::invalid_argument("plumbline qmm: unknown GGML block type");
-    if (w.dtype() != mx::uint8 || w.ndim() != 2 || w.shape(1) % block_bytes(bits) != 0)
+    if (w.dtype() != mx::uint8 || w.ndim() != 2 || w.shape(1) % block_unit(bits) != 0)
       throw std::invalid_argument("plumbline qmm: block rows must be (N, K / 32 * block bytes) uint8");
   } else {
     if (bits != 4 && bits != 8) throw std::invalid_argument("plumbline qmm: bits must be 4 or 8");

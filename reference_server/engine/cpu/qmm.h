@@ -55,8 +55,16 @@ struct Transform {
 // Row m of x, transformed (SwiGLU, then RMS norm), into row[0, K) (`row` is resized).
 void transform_row(const View& x, const Transform& t, int m, int K, std::vector<float>& row);
 
-// GGML block types (blocks.cpp): Weights with group 0 hold rows of these blocks, `bits` the type.
-enum BlockKind : int { kBlockQ4_0 = 2, kBlockQ4_1 = 3, kBlockQ5_0 = 6, kBlockQ5_1 = 7, kBlockQ8_0 = 8 };
+// GGML block types (blocks.cpp): Weights with group 0 hold rows of these blocks, `bits` the type;
+// kBlockQ5_0Pairs (ours, not GGML's) is Q5_0 with each two blocks' bytes regrouped.
+enum BlockKind : int {
+  kBlockQ4_0 = 2,
+  kBlockQ4_1 = 3,
+  kBlockQ5_0 = 6,
+  kBlockQ5_1 = 7,
+  kBlockQ8_0 = 8,
+  kBlockQ5_0Pairs = 106
+};
 // Bytes of one 32-weight block of `kind`; 0 for anything else.
 int block_bytes(int kind);
 
@@ -81,6 +89,11 @@ bool int8_eight_bit();
 
 // out = [residual +] transform(x) @ blocks.T on int8 input rows (blocks.cpp); w.group is 0.
 void block_product(const View& x, const Transform& t, const Weights& w, int M, const float* residual, float* out);
+
+// Bytes of the smallest whole unit of block rows of `kind` (a pair of blocks for kBlockQ5_0Pairs).
+inline int block_unit(int kind) {
+  return block_bytes(kind) * (kind == kBlockQ5_0Pairs ? 2 : 1);
+}
 
 // K of a weight array: its columns of 32-bit words (MLX's layout) or bytes (block rows).
 inline int weight_columns(int64_t columns, int group, int bits) {

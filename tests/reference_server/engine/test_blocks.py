@@ -49,19 +49,34 @@ def product(kernel: Any, x: Any, rows: Any, kind: int, **options: Any) -> Any:
     return np.array(kernel.quantized_matmul(mx.array(x), w, w, w, 0, kind, **options))
 
 
-@pytest.mark.parametrize("name", list(KINDS))
+@pytest.mark.parametrize("name", [*KINDS, "Q5_0 pairs"])
 @pytest.mark.parametrize("rows", [1, 3, 6])
 def test_each_block_type_multiplies_the_files_values(kernel: Any, name: str, rows: int) -> None:
     import numpy as np
 
-    from reference_server.engine.blocks import dequantize_rows, encode_rows
+    from reference_server.engine.blocks import _paired, dequantize_rows, encode_rows
 
-    rng = np.random.default_rng(KINDS[name] * 10 + rows)
-    weights = encode_rows(rng.normal(size=(37, 192)).astype(np.float32) * 0.05, KINDS[name])
+    rng = np.random.default_rng(len(name) * 10 + rows)
+    kind = KINDS[name.split()[0]]
+    weights = encode_rows(rng.normal(size=(37, 192)).astype(np.float32) * 0.05, kind)
+    if name.endswith("pairs"):  # what Q5_0 rows of a width that is a multiple of 64 are served as
+        weights, kind = _paired(weights), 106
     x = rng.normal(size=(rows, 192)).astype(np.float32)
-    expected = rounded(x).astype(np.float64) @ dequantize_rows(weights, KINDS[name]).T.astype(np.float64)
-    got = product(kernel, x, weights, KINDS[name])
+    expected = rounded(x).astype(np.float64) @ dequantize_rows(weights, kind).T.astype(np.float64)
+    got = product(kernel, x, weights, kind)
     assert np.abs(got - expected).max() <= 1e-5 * np.abs(expected).max()
+
+
+def test_pairs_regroup_the_same_bytes() -> None:
+    import numpy as np
+
+    from reference_server.engine.blocks import _paired, _unpaired, encode_rows
+
+    rows = encode_rows(np.random.default_rng(5).normal(size=(3, 128)).astype(np.float32), KINDS["Q5_0"])
+    paired = _paired(rows)
+    assert paired.shape == rows.shape
+    assert not np.array_equal(paired, rows)
+    assert np.array_equal(_unpaired(paired), rows)
 
 
 def test_a_rows_result_does_not_depend_on_its_batch(kernel: Any) -> None:
@@ -100,7 +115,9 @@ def test_bad_block_rows_are_refused(kernel: Any) -> None:
     import mlx.core as mx
 
     x = mx.zeros((1, 64))
-    for w, kind in ((mx.zeros((4, 68), dtype=mx.uint8), 5), (mx.zeros((4, 67), dtype=mx.uint8), 8)):
+    bad = ((4, 68, 5), (4, 67, 8), (4, 22, 106))  # no such type; not whole blocks; K not pairs of blocks
+    for n, width, kind in bad:
+        w = mx.zeros((n, width), dtype=mx.uint8)
         with pytest.raises(ValueError, match="plumbline qmm"):
             kernel.quantized_matmul(x, w, w, w, 0, kind)
 
@@ -164,7 +181,8 @@ def test_a_qwen2_gguf_is_served_on_its_blocks(kernel: Any, tmp_path: Path) -> No
     kinds = {name: layer.self_attn[name].kind for name in ("q_proj", "k_proj", "v_proj", "o_proj")}
     # v is Q8_0 beside Q5_0 q and k: the fused family is Q8_0; o keeps its Q4_0.
     assert kinds == {"q_proj": 8, "k_proj": 8, "v_proj": 8, "o_proj": 2}
-    assert (layer.mlp.gate_proj.kind, layer.mlp.down_proj.kind, model.lm_head.kind) == (6, 6, 8)
+    # Q5_0 of widths 64 and 128: served in pairs (106).
+    assert (layer.mlp.gate_proj.kind, layer.mlp.down_proj.kind, model.lm_head.kind) == (106, 106, 8)
     assert isinstance(layer.self_attn.q_proj, BlockLinear)
     assert "bias" in layer.self_attn.q_proj
     prepare_text_model(model, kernel, cpu=True, fast_blas=True)
