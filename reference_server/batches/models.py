@@ -3,12 +3,12 @@ a stored batch to its `MessageBatch` object."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from reference_server.batches.store import BatchRecord, ProcessingStatus
+from reference_server.timestamps import rfc3339
 
 __all__ = [
     "CUSTOM_ID_PATTERN",
@@ -20,7 +20,6 @@ __all__ = [
     "MessageBatchRequestCounts",
     "MessageBatchRequestParam",
     "message_batch",
-    "rfc3339",
 ]
 
 # The API's limits (OpenAPI `MessageBatchIndividualRequestParams`, `CreateMessageBatchParams`).
@@ -75,11 +74,6 @@ class MessageBatchListResponse(BaseModel):
 class DeletedMessageBatch(BaseModel):
     id: str
     type: Literal["message_batch_deleted"] = "message_batch_deleted"
-
-
-def rfc3339(seconds: float) -> str:
-    """Unix seconds as the API writes times: `2024-08-20T18:37:24.100435Z`."""
-    return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
 
 
 def message_batch(record: BatchRecord, base_url: str) -> MessageBatch:

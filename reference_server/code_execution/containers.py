@@ -18,10 +18,10 @@ import string
 import threading
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from reference_server.timestamps import rfc3339
 from reference_server.workspaces.keys import DEFAULT_WORKSPACE
 from reference_server.workspaces.migration import add_columns
 
@@ -61,7 +61,7 @@ class Container:
 
     def response(self) -> dict[str, Any]:
         """The response's `container`: its id, when it expires (RFC 3339), the skills loaded."""
-        when = datetime.fromtimestamp(self.expires_at, UTC).isoformat().replace("+00:00", "Z")
+        when = rfc3339(self.expires_at)
         answer: dict[str, Any] = {"id": self.id, "expires_at": when}
         if self.skills:
             answer["skills"] = [dict(skill) for skill in self.skills]

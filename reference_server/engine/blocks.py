@@ -4,7 +4,8 @@ A decode step reads every weight once, so on the CPU its time is the bytes it re
 to MLX's affine layout (4 or 8 bits and a float32 scale and bias per 32 weights),
 Qwen2.5-Coder-0.5B's Q4_K_M read 590 MB a token against the 392 MB llama.cpp reads of the same
 file. Here each layer keeps a GGML block type the kernel multiplies directly:
-- Q4_0, Q4_1, Q5_0, Q5_1, Q8_0: the file's bytes as they are (exact);
+- Q4_0, Q4_1, Q5_0, Q5_1, Q8_0: the file's bytes as they are (exact; Q5_0 rows with each two
+  blocks' bytes regrouped, which the kernel unpacks with fewer instructions);
 - Q4_K and Q5_K: each 32-weight sub-block becomes a Q4_1 / Q5_1 block (scale d * sc and offset
   -dmin * m rounded to float16: 1/2048 of the scale at most; the quantized values exact);
 - anything else (Q6_K, Q3_K, IQ types, float): Q8_0 from the file's values, or Q4_1 where the
@@ -21,9 +22,10 @@ from typing import Any
 
 import mlx.core as mx
 import numpy as np
-from mlx.nn.layers.base import Module
 
-__all__ = ["BLOCK_BYTES", "BlockLinear", "dequantize_rows", "encode_rows", "serve_blocks", "to_block_rows"]
+from .quantized import BlockLinear
+
+__all__ = ["BLOCK_BYTES", "dequantize_rows", "encode_rows", "serve_blocks", "to_block_rows"]
 
 # GGML type id -> bytes per 32-weight block (cpu/qmm.h's BlockKind); 106 is ours: Q5_0 with each
 # two blocks' bytes regrouped (scales, fifth bits, nibbles: cpu/blocks.cpp's tile_pairs), what
@@ -143,28 +145,6 @@ def _as_q8_0(rows: np.ndarray, kind: int) -> np.ndarray:
         q = np.where(scale == 0, 0, np.rint(values.reshape(-1, 32) / scale))
     out: np.ndarray = np.concatenate([blocks[:, 0:2], q.astype(np.int8).view(np.uint8)], axis=-1)
     return out.reshape(rows.shape[0], -1)
-
-
-class BlockLinear(Module):
-    """A linear layer on GGML block rows: `weight` (N, K / 32 * bytes) uint8 of type `kind`, an
-    optional float32 `bias`; its product is the kernel's (cpu/blocks.cpp)."""
-
-    kind: int
-
-    def __init__(self, weight: mx.array, kind: int, bias: mx.array | None = None) -> None:
-        Module.__init__(self)  # type: ignore[no-untyped-call]
-        self.weight = weight
-        self.kind = kind
-        if bias is not None:
-            self.bias = bias
-        self.freeze()
-
-    def __call__(self, x: mx.array) -> mx.array:
-        from .quantized import kernel_matmul
-
-        weight = self["weight"]
-        out = kernel_matmul(x, weight, weight, weight, 0, self.kind)
-        return out + self["bias"] if "bias" in self else out
 
 
 def serve_blocks(model: Any, tensors: dict[str, tuple[str, np.ndarray]]) -> set[str]:

@@ -119,9 +119,11 @@ def read_gguf(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return tensors, meta
 
 
-def _read(path: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, int] | None]:
+def _read(path: Path, blocks: bool = False) -> tuple[dict[str, Any], dict[str, Any], dict[str, int] | None]:
     """(tensors, metadata, and for a file the gguf package read, the width each quantized
-    tensor is to have: 4 or 8 bits)."""
+    tensor is to have: 4 or 8 bits). `blocks`: the linear layers will be served on the file's
+    blocks (blocks.py), so those it keeps or transcodes are not dequantized (see
+    `_read_with_gguf`)."""
     import mlx.core as mx
 
     try:
@@ -134,7 +136,7 @@ def _read(path: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, int] | 
             path,
             ", ".join(sorted(kinds - _MLX_READS)),
         )
-        return _read_with_gguf(path)
+        return _read_with_gguf(path, blocks)
     try:
         loaded: Any = mx.load(str(path), return_metadata=True)
         tensors, raw = loaded
@@ -198,7 +200,13 @@ def tensor_types(path: Path) -> dict[str, str]:
         return types
 
 
-def _read_with_gguf(path: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, int]]:
+# Types blocks.py serves from the file's bytes alone (kept, or transcoded).
+_FROM_BYTES = {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K"}
+
+
+def _read_with_gguf(
+    path: Path, blocks: bool = False
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, int]]:
     import mlx.core as mx
     import numpy as np
     from gguf import GGUFReader
@@ -217,6 +225,12 @@ def _read_with_gguf(path: Path) -> tuple[dict[str, Any], dict[str, Any], dict[st
         if kind not in _FLOAT_TYPES:
             widths[tensor.name] = 4 if kind in _FOUR_BITS else 8
             raw[tensor.name] = (kind, tensor.data)
+        if blocks and kind in _FROM_BYTES and tensor.name != "token_embd.weight" and len(tensor.shape) == 2:
+            # Served from its bytes: a zero of its shape (a broadcast scalar, no memory) stands in
+            # until blocks.py replaces the layer. Dequantizing the 0.5B's took 8 s and 2 GB.
+            rows, columns = (int(n) for n in reversed(tensor.shape))
+            tensors[tensor.name] = mx.broadcast_to(mx.array(0.0), (rows, columns))
+            continue
         try:
             values = dequantize(tensor.data, tensor.tensor_type)
         except NotImplementedError as exc:
@@ -286,20 +300,22 @@ def model_args_from_metadata(meta: dict[str, Any], *, tied: bool) -> dict[str, A
     return args
 
 
-def load_gguf_model(path: Path) -> tuple[Any, dict[str, Any]]:
+def load_gguf_model(path: Path, *, blocks: bool = False) -> tuple[Any, dict[str, Any]]:
     """Build an `mlx_lm` llama or qwen2 `Model` from a GGUF file; return it and the metadata.
 
     Tensors MLX reads quantized become `QuantizedLinear` / `QuantizedEmbedding` layers of the
     file's bits and group size (read off the shapes); float tensors stay as the file has them.
     Tensors of a file the gguf package read are float32, their source widths under
-    `SOURCE_WIDTHS` in the metadata (see `requantize`).
+    `SOURCE_WIDTHS` in the metadata (see `requantize`), their raw rows under `RAW_BLOCKS`; with
+    `blocks` (the caller serves the linear layers with blocks.py's `serve_blocks` next), those
+    that blocks.py serves from their bytes alone are not dequantized: zeros stand in.
     """
     import importlib
 
     import mlx.core as mx
     from mlx.nn.layers.quantized import quantize
 
-    tensors, meta, widths = _read(path)
+    tensors, meta, widths = _read(path, blocks)
     weights: dict[str, Any] = {}
     for name, tensor in tensors.items():
         target = mlx_name(name)

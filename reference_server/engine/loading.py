@@ -83,10 +83,11 @@ def load_model(
     if source.kind == "gguf":
         # The file's own quantization where MLX reads it (Q4_0/Q4_1/Q8_0 as affine 4- and 8-bit),
         # else float32 from the gguf package (K-quants); converted to `chosen` below.
-        model, meta = load_gguf_model(source.path)
+        blocks = kernel is not None and precision == "auto"  # the file's own blocks (blocks.py)
+        model, meta = load_gguf_model(source.path, blocks=blocks)
         if SOURCE_WIDTHS in meta and precision == "auto":
             widths = meta[SOURCE_WIDTHS]
-            if kernel is not None:
+            if blocks:
                 # The file's own blocks on the kernel (blocks.py says why); embeddings requantized.
                 from .blocks import serve_blocks
 

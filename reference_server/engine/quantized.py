@@ -20,14 +20,13 @@ from mlx.nn.layers.linear import Linear
 from mlx.nn.layers.quantized import QuantizedEmbedding, QuantizedLinear
 from mlx.utils import tree_unflatten
 
-from .blocks import BlockLinear
-
 if TYPE_CHECKING:
     from .precision import Precision
 
 __all__ = [
     "GROUP_SIZE",
     "KERNEL_MAX_ROWS",
+    "BlockLinear",
     "CpuQuantizedEmbedding",
     "CpuQuantizedLinear",
     "apply_precision",
@@ -261,6 +260,27 @@ class CpuQuantizedLinear(QuantizedLinear):
     def __call__(self, x: mx.array) -> mx.array:
         weight, scales, biases = self["weight"], self["scales"], self["biases"]
         out = kernel_matmul(x, weight, scales, biases, self.group_size, self.bits, dense=self.get("dense"))
+        return out + self["bias"] if "bias" in self else out
+
+
+class BlockLinear(Module):
+    """A linear layer on GGML block rows (blocks.py serves a GGUF file's so): `weight` (N, K / 32 *
+    bytes) uint8 of type `kind`, an optional float32 `bias`; its product is the kernel's
+    (cpu/blocks.cpp)."""
+
+    kind: int
+
+    def __init__(self, weight: mx.array, kind: int, bias: mx.array | None = None) -> None:
+        Module.__init__(self)  # type: ignore[no-untyped-call]
+        self.weight = weight
+        self.kind = kind
+        if bias is not None:
+            self.bias = bias
+        self.freeze()
+
+    def __call__(self, x: mx.array) -> mx.array:
+        weight = self["weight"]
+        out = kernel_matmul(x, weight, weight, weight, 0, self.kind)
         return out + self["bias"] if "bias" in self else out
 
 

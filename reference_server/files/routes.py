@@ -12,7 +12,6 @@ import asyncio
 import mimetypes
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 
@@ -21,6 +20,7 @@ from litestar.datastructures import UploadFile
 
 from reference_server.errors import InvalidRequestError, NotFoundError, RequestTooLargeError
 from reference_server.files.store import CursorNotFound, FileRecord, FileStore
+from reference_server.timestamps import rfc3339
 from reference_server.validation import parse_limit
 from reference_server.workspaces import workspace_of
 
@@ -47,7 +47,7 @@ def _limit(request: AnyRequest) -> int:
 def file_metadata(record: FileRecord) -> dict[str, Any]:
     """A FileMetadata object (RFC 3339 `created_at`; uploads are never downloadable, files code
     execution wrote are)."""
-    created = datetime.fromtimestamp(record.created_at, UTC).isoformat().replace("+00:00", "Z")
+    created = rfc3339(record.created_at)
     return {
         "id": record.id,
         "type": "file",

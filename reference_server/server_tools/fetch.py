@@ -25,11 +25,12 @@ import re
 import socket
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import httpx
 from bs4 import BeautifulSoup
+
+from reference_server.timestamps import rfc3339
 
 from .addresses import is_public
 from .definitions import WebFetchConfig
@@ -127,7 +128,7 @@ def clipped(text: str, config: WebFetchConfig) -> str:
 
 def now_iso() -> str:
     """`retrieved_at`: now, in UTC, as the API writes it."""
-    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    return rfc3339()
 
 
 class WebFetcher:

@@ -14,13 +14,13 @@ from __future__ import annotations
 import asyncio
 import io
 import zipfile
-from datetime import UTC, datetime
 from typing import Any
 
 from litestar import Request, Response, delete, get, post
 from litestar.datastructures import UploadFile
 
 from reference_server.errors import InvalidRequestError, NotFoundError
+from reference_server.timestamps import rfc3339
 from reference_server.validation import parse_limit
 from reference_server.workspaces import workspace_of
 
@@ -40,16 +40,12 @@ def _store(request: AnyRequest) -> SkillStore:
     return store.scoped(workspace_of(request))
 
 
-def _time(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
-
-
 def skill_object(record: SkillRecord) -> dict[str, Any]:
     return {
         "type": "skill",
         "id": record.id,
-        "created_at": _time(record.created_at),
-        "updated_at": _time(record.updated_at),
+        "created_at": rfc3339(record.created_at),
+        "updated_at": rfc3339(record.updated_at),
         "display_name": record.display_name,
         "display_title": record.display_name,
         "latest_version_id": record.latest_version,
@@ -67,7 +63,7 @@ def version_object(record: SkillVersionRecord) -> dict[str, Any]:
         "name": record.name,
         "directory": record.name,
         "description": record.description,
-        "created_at": _time(record.created_at),
+        "created_at": rfc3339(record.created_at),
     }
 
 

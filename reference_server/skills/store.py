@@ -22,6 +22,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from reference_server.workspaces.keys import DEFAULT_WORKSPACE
 from reference_server.workspaces.migration import add_columns
@@ -150,21 +151,40 @@ class SkillStore:
         if source not in (None, "custom"):
             return [], False
         with self._lock:
-            start = 1 << 62
-            if after is not None:
-                row = self._db.execute(
-                    "SELECT seq FROM skills WHERE id = ? AND workspace = ?", (after, self.workspace)
-                ).fetchone()
-                if row is None:
-                    return None
-                start = row[0]
-            rows = self._db.execute(
+            rows = self._walk(
+                "SELECT seq FROM skills WHERE id = ? AND workspace = ?",
+                (after, self.workspace),
                 "SELECT id FROM skills WHERE deleted = 0 AND workspace = ? AND seq < ?"
                 " ORDER BY seq DESC LIMIT ?",
-                (self.workspace, start, limit + 1),
-            ).fetchall()
+                (self.workspace,),
+                after,
+                limit,
+            )
+            if rows is None:
+                return None
             skills = [self._skill(row[0]) for row in rows[:limit]]
         return [s for s in skills if s is not None], len(rows) > limit
+
+    def _walk(
+        self,
+        cursor: str,
+        cursor_args: tuple[Any, ...],
+        query: str,
+        args: tuple[Any, ...],
+        after: str | None,
+        limit: int,
+    ) -> list[Any] | None:
+        """One page newest first: `query`'s rows (its last two parameters: a sequence number
+        and a limit) below the sequence number `cursor` finds for `after`, limit + 1 of them
+        (the last says more follow); None when `after` is given and `cursor` finds nothing."""
+        start = 1 << 62
+        if after is not None:
+            row = self._db.execute(cursor, cursor_args).fetchone()
+            if row is None:
+                return None
+            start = row[0]
+        found: list[Any] = self._db.execute(query, (*args, start, limit + 1)).fetchall()
+        return found
 
     def delete(self, skill_id: str) -> bool | None:
         """Delete a skill that holds no version: True; False when versions remain; None when
@@ -198,19 +218,17 @@ class SkillStore:
         with self._lock:
             if self._skill(skill_id) is None:
                 return None
-            start = 1 << 62
-            if after is not None:
-                row = self._db.execute(
-                    "SELECT seq FROM skill_versions WHERE skill_id = ? AND version = ?", (skill_id, after)
-                ).fetchone()
-                if row is None:
-                    return None
-                start = row[0]
-            rows = self._db.execute(
+            rows = self._walk(
+                "SELECT seq FROM skill_versions WHERE skill_id = ? AND version = ?",
+                (skill_id, after),
                 "SELECT version FROM skill_versions WHERE skill_id = ? AND deleted = 0 AND seq < ?"
                 " ORDER BY seq DESC LIMIT ?",
-                (skill_id, start, limit + 1),
-            ).fetchall()
+                (skill_id,),
+                after,
+                limit,
+            )
+            if rows is None:
+                return None
             found = [self._version(skill_id, row[0]) for row in rows[:limit]]
         return [v for v in found if v is not None], len(rows) > limit
 

@@ -166,9 +166,10 @@ def test_a_qwen2_gguf_is_served_on_its_blocks(kernel: Any, tmp_path: Path) -> No
     import numpy as np
     from mlx_lm.models.cache import make_prompt_cache
 
-    from reference_server.engine.blocks import BlockLinear, serve_blocks
+    from reference_server.engine.blocks import serve_blocks
     from reference_server.engine.gguf import RAW_BLOCKS, load_gguf_model
     from reference_server.engine.loading import prepare_text_model
+    from reference_server.engine.quantized import BlockLinear
 
     path = tmp_path / "tiny-qwen2.gguf"
     write_qwen2_gguf(path)
@@ -197,3 +198,26 @@ def test_a_qwen2_gguf_is_served_on_its_blocks(kernel: Any, tmp_path: Path) -> No
     model(tokens[:, :5], cache=cache)
     step = np.array(model(tokens[:, 5:], cache=cache)[0, -1])
     assert np.abs(step - prefill[-1]).max() <= 1e-4 * np.abs(prefill[-1]).max()
+
+
+def test_layers_served_from_their_bytes_are_never_dequantized(kernel: Any, tmp_path: Path) -> None:
+    # load_gguf_model(blocks=True): zeros stand in for the weights blocks.py serves from the
+    # file's bytes; the served model is the same, the embedding keeps the file's values.
+    import mlx.core as mx
+    import numpy as np
+
+    from reference_server.engine.blocks import serve_blocks
+    from reference_server.engine.gguf import RAW_BLOCKS, load_gguf_model
+    from reference_server.engine.quantized import use_cpu_kernel
+
+    path = tmp_path / "tiny-qwen2.gguf"
+    values = write_qwen2_gguf(path)
+    lean, lean_meta = load_gguf_model(path, blocks=True)
+    assert float(mx.max(mx.abs(lean.model.layers[0].mlp.gate_proj.weight))) == 0.0  # not dequantized
+    assert np.array_equal(np.array(lean.model.embed_tokens.weight), values["token_embd.weight"])
+    full, full_meta = load_gguf_model(path)
+    serve_blocks(lean, lean_meta[RAW_BLOCKS])
+    serve_blocks(full, full_meta[RAW_BLOCKS])
+    use_cpu_kernel(lean, kernel, dense=False)  # installs the kernel the block layers call
+    tokens = mx.array([[3, 1, 4, 1, 5]])
+    assert np.array_equal(np.array(lean(tokens)), np.array(full(tokens)))
