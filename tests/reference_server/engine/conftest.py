@@ -35,6 +35,19 @@ def smollm2_gguf() -> Any:
 
 
 @pytest.fixture(scope="session")
+def kernel() -> Any:
+    """The CPU kernel module (kernels.py), built if need be; skips where it cannot be built (not
+    Linux x86-64, no compiler, no nanobind: the engine then serves float32)."""
+    pytest.importorskip("mlx.core")
+    from reference_server.engine.kernels import load_kernel
+
+    module = load_kernel()
+    if module is None:
+        pytest.skip("the CPU kernel cannot be built here")
+    return module
+
+
+@pytest.fixture(scope="session")
 def smollm2_tokenizer(smollm2_gguf: Any) -> Any:
     pytest.importorskip("mlx.core")
     from reference_server.engine.gguf import read_gguf

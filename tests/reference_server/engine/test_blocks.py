@@ -21,17 +21,6 @@ pytestmark = pytest.mark.mlx
 KINDS = {"Q4_0": 2, "Q4_1": 3, "Q5_0": 6, "Q5_1": 7, "Q8_0": 8}
 
 
-@pytest.fixture(scope="module")
-def kernel() -> Any:
-    pytest.importorskip("mlx.core")
-    from reference_server.engine.kernels import load_kernel
-
-    module = load_kernel()
-    if module is None:
-        pytest.skip("the CPU kernel cannot be built here")
-    return module
-
-
 def rounded(x: Any) -> Any:
     """Rows of x as the kernel rounds them: int8 per 32 values, scale max|x| / 127."""
     import numpy as np

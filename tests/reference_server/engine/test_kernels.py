@@ -16,17 +16,6 @@ import pytest
 pytestmark = pytest.mark.mlx
 
 
-@pytest.fixture(scope="module")
-def kernel() -> Any:
-    pytest.importorskip("mlx.core")
-    from reference_server.engine.kernels import load_kernel
-
-    module = load_kernel()
-    if module is None:
-        pytest.skip("the CPU kernel cannot be built here")
-    return module
-
-
 def reference(x: Any, w: Any, scales: Any, biases: Any, group: int, bits: int) -> Any:
     import mlx.core as mx
 
