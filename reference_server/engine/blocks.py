@@ -65,12 +65,15 @@ def _unpaired(rows: np.ndarray) -> np.ndarray:
 
 def dequantize_rows(rows: np.ndarray, kind: int) -> np.ndarray:
     """The float32 (N, K) values of block rows of GGML type `kind`."""
-    from gguf.quants import dequantize
-
     if kind == _Q5_0_PAIRS:
         rows, kind = _unpaired(rows), _NAMES["Q5_0"]
-    name = next(n for n, k in _NAMES.items() if k == kind)
-    values: np.ndarray = dequantize(rows, _qtype(name)).astype(np.float32, copy=False)
+    return _dequantized(next(n for n, k in _NAMES.items() if k == kind), rows)
+
+
+def _dequantized(type_name: str, raw: np.ndarray) -> np.ndarray:
+    from gguf.quants import dequantize
+
+    values: np.ndarray = dequantize(raw, _qtype(type_name)).astype(np.float32, copy=False)
     return values
 
 
@@ -158,9 +161,14 @@ def serve_blocks(model: Any, tensors: dict[str, tuple[str, np.ndarray]]) -> set[
     chosen: dict[str, tuple[int, np.ndarray]] = {}
     for path, (type_name, raw) in tensors.items():
         layer = modules.get(path)
-        if type(layer) is Linear and int(layer.weight.shape[-1]) % 32 == 0:
-            values = None if type_name in _NAMES or type_name in ("Q4_K", "Q5_K") else np.array(layer.weight)
-            chosen[path] = to_block_rows(type_name, raw, values)
+        if type(layer) is not Linear:
+            continue  # an embedding: requantized by the caller (a lookup reads one row a token)
+        if int(layer.weight.shape[-1]) % 32:
+            # GGML blocks are 32 wide or more: no such file exists; and a layer loaded lean
+            # (gguf.py) holds zeros until served here.
+            raise ValueError(f"{path}: {type_name} rows of width {layer.weight.shape[-1]}")
+        from_bytes = type_name in _NAMES or type_name in ("Q4_K", "Q5_K")
+        chosen[path] = to_block_rows(type_name, raw, None if from_bytes else np.array(layer.weight))
     families: dict[str, list[str]] = {}
     for path in chosen:
         block, _, name = path.rpartition(".")
@@ -169,7 +177,11 @@ def serve_blocks(model: Any, tensors: dict[str, tuple[str, np.ndarray]]) -> set[
     for paths in families.values():
         if len({chosen[p][0] for p in paths}) > 1:
             for p in paths:
-                chosen[p] = (_Q8_0, _as_q8_0(chosen[p][1], chosen[p][0]))
+                type_name, raw = tensors[p]
+                if type_name in ("Q4_K", "Q5_K"):  # from the file's values, not the transcoded ones
+                    chosen[p] = (_Q8_0, encode_rows(_dequantized(type_name, raw), _Q8_0))
+                else:
+                    chosen[p] = (_Q8_0, _as_q8_0(chosen[p][1], chosen[p][0]))
     replaced = []
     for path, (kind, rows) in chosen.items():
         if kind == _NAMES["Q5_0"] and rows.shape[1] % 44 == 0:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from .test_engine_gguf import write_qwen2_gguf
+from .test_engine_gguf import random_k_quant, write_qwen2_gguf
 
 pytestmark = pytest.mark.mlx
 
@@ -68,17 +68,21 @@ def test_pairs_regroup_the_same_bytes() -> None:
     assert np.array_equal(_unpaired(paired), rows)
 
 
-def test_a_rows_result_does_not_depend_on_its_batch(kernel: Any) -> None:
+@pytest.mark.parametrize("paired", [False, True])
+def test_a_rows_result_does_not_depend_on_its_batch(kernel: Any, paired: bool) -> None:
     import numpy as np
 
-    from reference_server.engine.blocks import encode_rows
+    from reference_server.engine.blocks import _paired, encode_rows
 
     rng = np.random.default_rng(1)
     weights = encode_rows(rng.normal(size=(70, 256)).astype(np.float32), KINDS["Q5_0"])
+    kind = KINDS["Q5_0"]
+    if paired:
+        weights, kind = _paired(weights), 106
     x = rng.normal(size=(7, 256)).astype(np.float32)
-    batch = product(kernel, x, weights, KINDS["Q5_0"])
+    batch = product(kernel, x, weights, kind)  # 70 weight rows: two chunks of the pool's work
     for m in range(7):
-        assert np.array_equal(product(kernel, x[m : m + 1], weights, KINDS["Q5_0"])[0], batch[m])
+        assert np.array_equal(product(kernel, x[m : m + 1], weights, kind)[0], batch[m])
 
 
 def test_norm_and_residual_apply_to_block_products(kernel: Any) -> None:
@@ -111,17 +115,6 @@ def test_bad_block_rows_are_refused(kernel: Any) -> None:
             kernel.quantized_matmul(x, w, w, w, 0, kind)
 
 
-def random_k_quant(rng: Any, rows: int, width: int, fifth: bool) -> Any:
-    """Raw Q4_K (Q5_K) rows of random bytes with sane float16 scales."""
-    import numpy as np
-
-    per_block = 176 if fifth else 144
-    raw = rng.integers(0, 256, size=(rows * width // 256, per_block), dtype=np.uint8)
-    scales = rng.uniform(0.001, 0.01, size=(raw.shape[0], 2)).astype(np.float16)
-    raw[:, 0:4] = scales.view(np.uint8)
-    return raw.reshape(rows, -1)
-
-
 @pytest.mark.parametrize("name", ["Q4_K", "Q5_K"])
 def test_k_quants_keep_their_values_as_the_one_types(name: str) -> None:
     import numpy as np
@@ -130,7 +123,7 @@ def test_k_quants_keep_their_values_as_the_one_types(name: str) -> None:
 
     from reference_server.engine.blocks import dequantize_rows, to_block_rows
 
-    raw = random_k_quant(np.random.default_rng(3), 8, 512, fifth=name == "Q5_K")
+    raw = random_k_quant(np.random.default_rng(3), name, (8, 512))
     values = dequantize(raw, GGMLQuantizationType[name])
     kind, rows = to_block_rows(name, raw, None)
     assert kind == (7 if name == "Q5_K" else 3)
@@ -210,3 +203,28 @@ def test_layers_served_from_their_bytes_are_never_dequantized(kernel: Any, tmp_p
     use_cpu_kernel(lean, kernel, dense=False)  # installs the kernel the block layers call
     tokens = mx.array([[3, 1, 4, 1, 5]])
     assert np.array_equal(np.array(lean(tokens)), np.array(full(tokens)))
+
+
+@pytest.mark.parametrize("down", ["Q4_K", "Q6_K"])
+def test_k_quant_layers_load_lean_and_serve_the_files_values(kernel: Any, tmp_path: Path, down: str) -> None:
+    # ffn_down as a K-quant: Q4_K from its bytes (a zero stands in at load), Q6_K re-encoded as
+    # Q8_0 from its values (dequantized at load); the served model follows the float one.
+    import mlx.core as mx
+    import numpy as np
+
+    from reference_server.engine.blocks import serve_blocks
+    from reference_server.engine.gguf import RAW_BLOCKS, load_gguf_model
+    from reference_server.engine.quantized import use_cpu_kernel
+
+    path = tmp_path / "tiny-qwen2-k.gguf"
+    write_qwen2_gguf(path, down=down)
+    float_model, _ = load_gguf_model(path)
+    model, meta = load_gguf_model(path, blocks=True)
+    placeholder = float(mx.max(mx.abs(model.model.layers[0].mlp.down_proj.weight)))
+    assert (placeholder == 0.0) == (down == "Q4_K")
+    serve_blocks(model, meta[RAW_BLOCKS])
+    assert model.model.layers[0].mlp.down_proj.kind == (3 if down == "Q4_K" else 8)
+    use_cpu_kernel(model, kernel, dense=False)
+    tokens = mx.array([[7, 1, 8, 2, 8]])
+    expected, got = np.array(float_model(tokens)), np.array(model(tokens))
+    assert np.abs(got - expected).max() <= 0.03 * np.abs(expected).max()

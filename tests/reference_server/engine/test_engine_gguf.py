@@ -205,15 +205,18 @@ def test_quantized_and_dequantized_smollm2_agree(smollm2_gguf: Path, smollm2_tok
     assert float(mx.max(mx.abs(q_logits - f_logits))) < 0.05 * float(mx.max(mx.abs(f_logits)))
 
 
-def write_qwen2_gguf(path: Path) -> dict[str, Any]:
+def write_qwen2_gguf(path: Path, *, down: str = "Q5_0") -> dict[str, Any]:
     """A one-layer random qwen2 GGUF whose matrices are Q5_0 and Q8_0 (MLX reads neither Q5_0 nor
-    the K-quants); returns the values each tensor holds, as llama.cpp's reader dequantizes them."""
+    the K-quants); returns the values each tensor holds, as llama.cpp's reader dequantizes them.
+    `down`: ffn_down's type; a K-quant (Q4_K, Q5_K, Q6_K: the gguf package writes none) is random
+    bytes with small scales, and the feed-forward width is then 256 (one super-block)."""
     import gguf
     import numpy as np
     from gguf.quants import dequantize, quantize
 
     rng = np.random.default_rng(0)
-    hidden, heads, kv_heads, ffn, vocab = 64, 4, 2, 128, 256
+    k_quant = down.endswith("_K")
+    hidden, heads, kv_heads, ffn, vocab = 64, 4, 2, 256 if k_quant else 128, 256
     dim = hidden // heads
     shapes = {
         "token_embd.weight": ((vocab, hidden), "Q8_0"),
@@ -230,7 +233,7 @@ def write_qwen2_gguf(path: Path) -> dict[str, Any]:
         "blk.0.attn_output.weight": ((hidden, heads * dim), "Q4_0"),
         "blk.0.ffn_gate.weight": ((ffn, hidden), "Q5_0"),
         "blk.0.ffn_up.weight": ((ffn, hidden), "Q5_0"),
-        "blk.0.ffn_down.weight": ((hidden, ffn), "Q5_0"),
+        "blk.0.ffn_down.weight": ((hidden, ffn), down),
     }
     writer = gguf.GGUFWriter(str(path), "qwen2")
     writer.add_block_count(1)
@@ -250,7 +253,7 @@ def write_qwen2_gguf(path: Path) -> dict[str, Any]:
             values[name] = data
         else:
             qtype = gguf.GGMLQuantizationType[kind]
-            packed = quantize(data, qtype)
+            packed = random_k_quant(rng, kind, shape) if kind.endswith("_K") else quantize(data, qtype)
             writer.add_tensor(name, packed, raw_shape=packed.shape, raw_dtype=qtype)
             values[name] = dequantize(packed, qtype)
     writer.write_header_to_file()
@@ -258,6 +261,20 @@ def write_qwen2_gguf(path: Path) -> dict[str, Any]:
     writer.write_tensors_to_file()
     writer.close()
     return values
+
+
+def random_k_quant(rng: Any, kind: str, shape: tuple[int, int]) -> Any:
+    """Raw rows of K-quant `kind` (Q4_K, Q5_K or Q6_K): random bytes, float16 scales small."""
+    import numpy as np
+
+    size, scale_at = {"Q4_K": (144, (0, 4)), "Q5_K": (176, (0, 4)), "Q6_K": (210, (208, 210))}[kind]
+    rows, width = shape
+    raw = rng.integers(0, 256, size=(rows * width // 256, size), dtype=np.uint8)
+    count = (scale_at[1] - scale_at[0]) // 2
+    raw[:, scale_at[0] : scale_at[1]] = (
+        rng.uniform(1e-4, 1e-3, size=(raw.shape[0], count)).astype(np.float16).view(np.uint8)
+    )
+    return raw.reshape(rows, -1)
 
 
 @pytest.mark.mlx
