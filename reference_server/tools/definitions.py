@@ -76,6 +76,7 @@ def parse_tools(tools: Sequence[dict[str, Any]] | None) -> tuple[ToolDefinition,
     for index, raw in enumerate(tools or ()):
         kind = raw.get("type")
         path = f"tools.{index}"
+        _check_callers(raw, f"{path}.custom" if kind in (None, "custom") else path)
         if kind in CLIENT_TOOL_TYPES:
             name, description, schema, deferred = builtin_client_tool(raw, path)
             parsed.append(
@@ -113,6 +114,19 @@ def check_unique(parsed: Sequence[ToolDefinition], raw: Sequence[dict[str, Any]]
 def prompt_tools(tools: Sequence[ToolDefinition]) -> tuple[ToolSpec, ...]:
     """The tools the prompt lists: all but deferred ones (a tool search's result shows those)."""
     return tuple(tool.spec() for tool in tools if not tool.deferred)
+
+
+def _check_callers(raw: dict[str, Any], path: str) -> None:
+    """A tool only code may call (`allowed_callers` without `direct`: programmatic tool calling)
+    is refused in words: this server's code execution cannot call tools, and offering the tool to
+    the model directly would do what the client ruled out."""
+    callers = raw.get("allowed_callers")
+    if isinstance(callers, list) and "direct" not in callers:
+        raise InvalidRequestError(
+            f"{path}.allowed_callers: programmatic tool calling (a tool called from code execution"
+            f' only: {callers}) is not served by this server; list "direct" to offer the tool to'
+            " the model"
+        )
 
 
 def _check_deferral(tools: Sequence[ToolDefinition]) -> None:

@@ -41,6 +41,27 @@ def test_custom_tools_are_parsed_with_every_documented_field():
 
 
 @pytest.mark.parametrize(
+    ("tool", "path"),
+    [
+        ({**WEATHER, "allowed_callers": ["code_execution_20260120"]}, "tools.0.custom.allowed_callers"),
+        ({**WEATHER, "type": "custom", "allowed_callers": []}, "tools.0.custom.allowed_callers"),
+        (
+            {
+                "type": "web_fetch_20250910",
+                "name": "web_fetch",
+                "allowed_callers": ["code_execution_20250825"],
+            },
+            "tools.0.allowed_callers",
+        ),
+    ],
+)
+def test_a_tool_only_code_may_call_is_refused_in_words(tool, path):
+    # Programmatic tool calling is not served: offering the tool directly would ignore the rule.
+    assert refusal([tool]).startswith(f"{path}: programmatic tool calling")
+    parse_tools([{**tool, "allowed_callers": ["direct", *tool["allowed_callers"]]}])  # with direct: served
+
+
+@pytest.mark.parametrize(
     ("tool", "message"),
     [
         ({**WEATHER, "name": "bad name"}, "tools.0.custom.name: String should match pattern"),
