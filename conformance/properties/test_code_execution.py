@@ -12,7 +12,6 @@ harness's own, so its output is known whatever the model.
 from __future__ import annotations
 
 import secrets
-from typing import Any
 
 from conformance.catalogue import Level, prop
 from conformance.generating.code_execution import (
@@ -20,7 +19,6 @@ from conformance.generating.code_execution import (
     CODE_EXECUTION_STATEFUL,
     EDITOR_ERROR_CODES,
     PAUSED_MAX_TOKENS,
-    PYTHON_ERROR_CODES,
     paused_call,
 )
 from conformance.generating.files import BETA as FILES_BETA
@@ -31,6 +29,8 @@ from conformance.judging.code_results import (
     RFC3339,
     documented_error,
     expect_bash_result,
+    expect_printed,
+    expect_python_result,
     result_for,
 )
 from conformance.wire.drivers import create_json, expect_message, message_body
@@ -134,11 +134,11 @@ def test_code_002_container_reused(target: Target) -> None:
     )
     second = create_json(target, read_back)
     found = expect_bash_result(result_for(second, "srvtoolu_plumbline_r", "bash_code_execution_tool_result"))
-    expect(
-        found is not None and found["stdout"] == f"{nonce}\n",
+    expect_printed(
+        found,
+        f"{nonce}\n",
         f"the file written in container {container_id} read back ({nonce!r})",
-        found if found is None else {k: found[k] for k in ("stdout", "stderr", "return_code")},
-        reason="container-files",
+        "container-files",
     )
 
 
@@ -172,18 +172,6 @@ def test_code_003_usage_counts_runs(target: Target) -> None:
         "usage.server_tool_use.code_execution_requests (the code execution result blocks)",
         reason="count",
     )
-
-
-def expect_python_result(result: dict[str, Any]) -> dict[str, Any] | None:
-    """A code_execution_tool_result's content: a result with its fields, or an error with a
-    documented code (None)."""
-    kind = documented_error(result, "code_execution", PYTHON_ERROR_CODES)
-    if kind == "code_execution_tool_result_error":
-        return None
-    expect_equal(kind, "code_execution_result", "the content's type", reason="content-type")
-    for field, kind_of in (("stdout", str), ("stderr", str), ("return_code", int), ("content", list)):
-        read(result, field, kind_of, where="a code_execution_result")
-    return result
 
 
 @prop(
@@ -225,11 +213,11 @@ def test_code_004_python_state_persists(target: Target) -> None:
     )  # fmt: skip
     second = create_json(target, show)
     found = expect_python_result(result_for(second, "srvtoolu_plumbline_py2", "code_execution_tool_result"))
-    expect(
-        found is not None and found["stdout"] == f"{nonce}\n",
+    expect_printed(
+        found,
+        f"{nonce}\n",
         f"the variable the first call set, printed by the second ({nonce!r})",
-        found if found is None else {k: found[k] for k in ("stdout", "stderr", "return_code")},
-        reason="python-state",
+        "python-state",
     )
 
 
