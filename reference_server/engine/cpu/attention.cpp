@@ -86,11 +86,7 @@ __attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* 
     acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + d + 8), _mm256_loadu_ps(b + d + 8), acc1);
   }
   for (; d + 8 <= D; d += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + d), _mm256_loadu_ps(b + d), acc0);
-  __m256 v = _mm256_add_ps(acc0, acc1);
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  float sum = _mm_cvtss_f32(s);
+  float sum = hsum_avx2(_mm256_add_ps(acc0, acc1));
   for (; d < D; d++) sum += a[d] * b[d];
   return sum;
 }

@@ -119,6 +119,17 @@ struct Problem {
   int M, N, K, kind, bytes;
 };
 
+// A tile's outputs: each accumulator's lanes summed, plus the residual.
+template <int MT, int NT>
+__attribute__((target("avx2"))) void store(const Problem& p, int m0, int n0, const __m256 (&acc)[MT][NT]) {
+  for (int i = 0; i < MT; i++)
+    for (int j = 0; j < NT; j++) {
+      size_t at = (size_t)(m0 + i) * p.N + n0 + j;
+      float value = hsum_avx2(acc[i][j]);
+      p.out[at] = p.residual != nullptr ? p.residual[at] + value : value;
+    }
+}
+
 // Byte i is 0xFF where bit i of `bits` is set, else 0.
 __attribute__((target("avx2"))) inline __m256i bit_bytes(uint32_t bits) {
   const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
@@ -156,13 +167,6 @@ __attribute__((target("avx2,f16c"))) inline __m256i unpack(const uint8_t* block,
     if constexpr (fifth) q = _mm256_or_si256(q, _mm256_and_si256(bit_bytes(high), _mm256_set1_epi8(0x10)));
     return q;
   }
-}
-
-__attribute__((target("avx2,fma"))) inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 // MT input rows times NT weight rows, one accumulator each (AVX2's 16 registers).
@@ -207,12 +211,7 @@ __attribute__((target("avx2,fma,f16c"))) void tile(const Problem& p, int m0, int
       }
     }
   }
-  for (int i = 0; i < MT; i++)
-    for (int j = 0; j < NT; j++) {
-      size_t at = (size_t)(m0 + i) * p.N + n0 + j;
-      float value = hsum(acc[i][j]);
-      p.out[at] = p.residual != nullptr ? p.residual[at] + value : value;
-    }
+  store(p, m0, n0, acc);
 }
 
 // Q5_0 blocks in pairs (kBlockQ5_0Pairs, blocks.py writes them at load: the same bytes, moved):
@@ -272,12 +271,7 @@ __attribute__((target("avx2,fma,f16c"))) void tile_pairs(const Problem& p, int m
       }
     }
   }
-  for (int i = 0; i < MT; i++)
-    for (int j = 0; j < NT; j++) {
-      size_t at = (size_t)(m0 + i) * p.N + n0 + j;
-      float value = hsum(acc[i][j]);
-      p.out[at] = p.residual != nullptr ? p.residual[at] + value : value;
-    }
+  store(p, m0, n0, acc);
 }
 
 template <int MT>

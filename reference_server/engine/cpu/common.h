@@ -67,6 +67,15 @@ __attribute__((target("avx2,fma"))) inline __m256 exp_avx2(__m256 x) {
   return _mm256_andnot_ps(tiny, result);
 }
 
+// The sum of 8 floats (halves, then pairs, then the last two: the same order everywhere, so
+// every kernel's outputs sum alike).
+__attribute__((target("avx2"))) inline float hsum_avx2(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
 // out[i] = exp(x[i]) for n floats, in place allowed.
 void exp_inplace(float* x, int n);
 

@@ -103,13 +103,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"))) void tile_avx5
       p.store(m0 + i, n0 + j, _mm512_reduce_add_ps(acc[i][j]));
 }
 
-__attribute__((target("avx2,fma"))) inline float hsum256(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 // The same in 8-lane AVX2: each 32-value chunk in four 8-value parts. Two accumulators per
 // output (the first and second 8 values of each 16), so that twice as many FMAs are in flight:
 // with one, each accumulator was a chain of dependent FMAs (4 cycles each), which held a tile
@@ -159,7 +152,7 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const Problem& p, int m0, int
   }
   for (int i = 0; i < MT; i++)
     for (int j = 0; j < NT; j++)
-      p.store(m0 + i, n0 + j, hsum256(_mm256_add_ps(acc[i][j], acc1[i][j])));
+      p.store(m0 + i, n0 + j, hsum_avx2(_mm256_add_ps(acc[i][j], acc1[i][j])));
 }
 
 // Weight rows per tile, by rows of x per tile: accumulators, decoded weights, scales and x

@@ -247,11 +247,8 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const Problem& p, int m0, int
   }
   for (int i = 0; i < MT; i++)
     for (int j = 0; j < NT; j++) {
-      __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(acc[i][j]), _mm256_extractf128_ps(acc[i][j], 1));
-      s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-      s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
       size_t at = (size_t)(m0 + i) * p.N + n0 + j;
-      float value = _mm_cvtss_f32(s4);
+      float value = hsum_avx2(acc[i][j]);
       p.out[at] = p.residual != nullptr ? p.residual[at] + value : value;
     }
 }
