@@ -23,6 +23,7 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 
+from .gguf import FOUR_BITS
 from .quantized import BlockLinear
 
 __all__ = ["BLOCK_BYTES", "dequantize_rows", "encode_rows", "serve_blocks", "to_block_rows"]
@@ -36,8 +37,6 @@ _NAMES = {"Q4_0": 2, "Q4_1": 3, "Q5_0": 6, "Q5_1": 7, "Q8_0": 8}
 _Q8_0 = 8
 # The product families the engine fuses (decode.py), by the layer's last name.
 _FUSED = {"q_proj": "qkv", "k_proj": "qkv", "v_proj": "qkv", "gate_proj": "mlp", "up_proj": "mlp"}
-# Source types of 4 bits or fewer (gguf.py's): re-encoded as Q4_1 when not kept or transcoded.
-_NARROW = {"Q3_K", "Q2_K", "IQ4_NL", "IQ4_XS", "IQ3_S", "IQ3_XXS", "IQ2_S", "IQ2_XS", "IQ2_XXS", "IQ1_S"}
 
 
 def _qtype(name: str) -> Any:
@@ -131,7 +130,7 @@ def to_block_rows(type_name: str, raw: np.ndarray, values: np.ndarray | None) ->
         return (7 if fifth else 3), _k_quant_as_blocks(np.asarray(raw, dtype=np.uint8), fifth)
     if values is None:
         raise ValueError(f"{type_name} needs its values to be re-encoded")
-    kind = 3 if type_name in _NARROW else _Q8_0
+    kind = 3 if type_name in FOUR_BITS else _Q8_0
     return kind, encode_rows(values, kind)
 
 

@@ -38,6 +38,7 @@ from typing import Any
 
 __all__ = [
     "ARCHITECTURES",
+    "FOUR_BITS",
     "RAW_BLOCKS",
     "SOURCE_WIDTHS",
     "GGUFError",
@@ -58,8 +59,25 @@ SOURCE_WIDTHS = "plumbline.source_widths"
 # ... and {mlx-lm layer path: (type name, the file's raw rows)} of its quantized tensors, which
 # blocks.py serves as they are.
 RAW_BLOCKS = "plumbline.raw_blocks"
-# Source types of 4 bits or fewer per weight: requantized at 4 bits (the rest at 8).
-_FOUR_BITS = {"Q4_0", "Q4_1", "Q4_K", "Q3_K", "Q2_K", "IQ4_NL", "IQ4_XS", "IQ3_S", "IQ3_XXS", "IQ2_S"}
+# Source types of 4 bits or fewer per weight: requantized at 4 bits (the rest at 8); blocks.py
+# re-encodes the ones it does not keep as Q4_1.
+FOUR_BITS = frozenset(
+    {
+        "Q4_0",
+        "Q4_1",
+        "Q4_K",
+        "Q3_K",
+        "Q2_K",
+        "IQ4_NL",
+        "IQ4_XS",
+        "IQ3_S",
+        "IQ3_XXS",
+        "IQ2_S",
+        "IQ2_XS",
+        "IQ2_XXS",
+        "IQ1_S",
+    }
+)
 _FLOAT_TYPES = {"F32", "F16", "BF16", "F64"}
 # What MLX's own reader decodes right.
 _MLX_READS = {"F32", "F16", "Q4_0", "Q4_1", "Q8_0"}
@@ -223,7 +241,7 @@ def _read_with_gguf(
     for tensor in reader.tensors:
         kind = tensor.tensor_type.name
         if kind not in _FLOAT_TYPES:
-            widths[tensor.name] = 4 if kind in _FOUR_BITS else 8
+            widths[tensor.name] = 4 if kind in FOUR_BITS else 8
             raw[tensor.name] = (kind, tensor.data)
         if blocks and kind in _FROM_BYTES and tensor.name != "token_embd.weight" and len(tensor.shape) == 2:
             # Served from its bytes: a zero of its shape (a broadcast scalar, no memory) stands in
