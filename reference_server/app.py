@@ -136,6 +136,8 @@ def create_app(settings: Settings, engine: Engine | None = None) -> Litestar:
             yield
         finally:
             keys.unwatch()
+            if code is not None:
+                await code.close()  # Python calls paused on client tools end with the server
             if code is not None and code.egress is not None:
                 await code.egress.close()
             await app.state.batches.aclose()  # before the engine: running requests stay pending

@@ -20,6 +20,7 @@ from reference_server.prepared import PreparedMessage
 from reference_server.protocol import (
     CacheCreation,
     CitationsDelta,
+    CodeCaller,
     ContentBlock,
     InputJSONDelta,
     McpToolUseBlock,
@@ -44,7 +45,7 @@ from reference_server.protocol import (
     ToolUseBlock,
     Usage,
 )
-from reference_server.server_tools.pieces import ServerCallStart, ServerResult
+from reference_server.server_tools.pieces import ProgrammaticCall, ServerCallStart, ServerResult
 from reference_server.thinking import ThinkingEnd, ThinkingText
 from reference_server.tools.calls import ArgsPiece, CallEnd, CallStart
 
@@ -159,13 +160,19 @@ async def events_of(
                 yield RawContentBlockStartEvent(index=index, content_block=TextBlock(text=""))
             text = piece if isinstance(piece, str) else piece.text
             yield RawContentBlockDeltaEvent(index=index, delta=TextDelta(text=text))
-        elif isinstance(piece, CallStart | ServerCallStart | ServerResult):
+        elif isinstance(piece, CallStart | ServerCallStart | ServerResult | ProgrammaticCall):
             if text_open:
                 text_open = False
                 yield RawContentBlockStopEvent(index=index)
             index += 1
             if isinstance(piece, ServerResult):  # arrives whole
                 yield RawContentBlockStartEvent(index=index, content_block=piece.block)
+                yield RawContentBlockStopEvent(index=index)
+                continue
+            if isinstance(piece, ProgrammaticCall):  # whole too; its input as one delta
+                yield RawContentBlockStartEvent(index=index, content_block=_called(piece, {}))
+                delta = InputJSONDelta(partial_json=json.dumps(piece.input, ensure_ascii=False))
+                yield RawContentBlockDeltaEvent(index=index, delta=delta)
                 yield RawContentBlockStopEvent(index=index)
                 continue
             call_open = True
@@ -247,6 +254,7 @@ class _ContentBuilder:
         | CallEnd
         | ServerCallStart
         | ServerResult
+        | ProgrammaticCall
         | QuoteStart
         | QuoteText
         | QuoteEnd,
@@ -272,6 +280,8 @@ class _ContentBuilder:
             self._flush_call()
         elif isinstance(piece, ServerResult):
             self.done.append(piece.block)
+        elif isinstance(piece, ProgrammaticCall):
+            self.done.append(_called(piece, piece.input))
 
     def _flush_text(self) -> None:
         text = "".join(self.text)
@@ -298,6 +308,12 @@ class _ContentBuilder:
         self._flush_text()
         self._flush_call()
         return self.done
+
+
+def _called(call: ProgrammaticCall, arguments: dict[str, Any]) -> ToolUseBlock:
+    """The tool_use block of a call code made: its caller names the code execution call."""
+    caller = CodeCaller.model_validate({"type": call.caller_type, "tool_id": call.caller_id})
+    return ToolUseBlock(id=call.id, name=call.name, input=arguments, caller=caller)
 
 
 def _arguments(text: str) -> dict[str, Any]:

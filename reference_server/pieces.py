@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from reference_server.citations import QuoteEnd, QuoteStart, QuoteText
 from reference_server.protocol import StopReason
-from reference_server.server_tools.pieces import ServerCallStart, ServerResult
+from reference_server.server_tools.pieces import ProgrammaticCall, ServerCallStart, ServerResult
 from reference_server.thinking import ThinkingEnd, ThinkingText
 from reference_server.tools.calls import ArgsPiece, CallEnd, CallStart
 
@@ -30,7 +30,8 @@ class Outcome:
 
 
 # A text piece (str), a thinking piece, a piece of a client or server tool call, a server
-# tool's result, a piece of a quote (citations), or the Outcome.
+# tool's result, a call code made (programmatic tool calling), a piece of a quote
+# (citations), or the Outcome.
 Piece = (
     str
     | ThinkingText
@@ -40,6 +41,7 @@ Piece = (
     | CallEnd
     | ServerCallStart
     | ServerResult
+    | ProgrammaticCall
     | QuoteStart
     | QuoteText
     | QuoteEnd

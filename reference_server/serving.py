@@ -38,12 +38,15 @@ from reference_server.context_management import (
 )
 from reference_server.engine.base import (
     Engine,
+    EngineDelta,
     EngineRequest,
     FinishReason,
     Generation,
     Grammar,
     ModelCard,
+    PromptUsage,
     Sampling,
+    StartedGeneration,
     Turn,
 )
 from reference_server.engine.errors import (
@@ -79,6 +82,7 @@ from reference_server.server_tools.prepare import (
     named_container,
     request_tools,
     resume_call,
+    resume_programmatic,
     server_tool_plan,
     with_skills,
     with_uploads,
@@ -320,6 +324,7 @@ class MessagesService:
         if plan is not None:
             prepared = replace(prepared, server_tools=plan)
             prepared = await resume_call(self, self.server_tools, prepared, params.messages)
+            prepared = await resume_programmatic(self, self.server_tools, prepared, params.messages)
         edits = await self._applied_edits(prompt, prepared.input_tokens, tool_uses)
         return replace(prepared, context_management=edits) if edits is not None else prepared
 
@@ -394,7 +399,10 @@ class MessagesService:
 
     async def start(self, prepared: PreparedMessage) -> Generation:
         """Admit the generation (before any response byte, so refusals are plain HTTP errors):
-        a full engine is a 529 `overloaded_error` with `retry-after`."""
+        a full engine is a 529 `overloaded_error` with `retry-after`. A turn that ends on calls
+        code made (the plan's `paused`) generates nothing."""
+        if prepared.server_tools is not None and prepared.server_tools.paused:
+            return StartedGeneration(PromptUsage(0), _no_deltas())
         try:
             generation = await self.engine.start(prepared.request)
         except EngineOverloadedError as exc:
@@ -491,6 +499,11 @@ class MessagesService:
         seal = partial(self._thinking_block, prepared)
         async for event in events_of(prepared, generation, self._turn(prepared, generation), seal):
             yield event
+
+
+async def _no_deltas() -> AsyncIterator[EngineDelta]:
+    return
+    yield  # an async generator that yields nothing
 
 
 def _grammar(

@@ -43,7 +43,13 @@ from reference_server.protocol import (
     ToolResultBlockParam,
     ToolUseBlockParam,
 )
-from reference_server.server_tools.history import CALL_TYPES, RESULT_TYPES, server_call, server_result_turn
+from reference_server.server_tools.history import (
+    CALL_TYPES,
+    RESULT_TYPES,
+    code_caller,
+    server_call,
+    server_result_turn,
+)
 from reference_server.server_tools.results import Opener
 from reference_server.tools.definitions import ToolDefinition
 from reference_server.tools.history import check_tool_pairing, tool_call, tool_result_turn
@@ -174,6 +180,7 @@ def build_turns(
         raise InvalidRequestError("messages: at least one message is required")
     tools = tools or {}
     names = check_tool_pairing(params.messages, have_tools=bool(tools))
+    code = _CodeCalls(_code_made(params.messages))
     media = _Media(images=_count_images(params.messages), vision=vision)
     check_image_count(media.images)
     turns: list[Turn] = []
@@ -183,10 +190,12 @@ def build_turns(
     last = len(params.messages) - 1
     for index, message in enumerate(params.messages):
         kept = {j: text for (i, j), text in (thinking or {}).items() if i == index}
-        pieces = _message_turns(message, f"messages.{index}", names, kept, media, tools, opener)
+        pieces = _message_turns(message, f"messages.{index}", names, kept, media, tools, opener, code)
         if not pieces:
             if message.role == "assistant" and (index == last or _only_thinking(message)):
                 continue  # no prefill; or an answer cut short in its thinking, sent back
+            if code.only_code_calls(message):
+                continue  # calls code made and their results: no turn of the model's
             raise InvalidRequestError(
                 f"messages.{index}: all messages must have non-empty content except for the"
                 " optional final assistant message"
@@ -213,6 +222,46 @@ class _Media:
     vision: bool = False  # the model reads images (else they are refused after the checks)
     documents: list[RenderedDocument] = field(default_factory=list)  # in document_index order
     search_results: list[RenderedDocument] = field(default_factory=list)  # search_result_index order
+
+
+@dataclass(slots=True)
+class _CodeCalls:
+    """Programmatic tool calling in the history (server_tools/history.py): the tool_use blocks
+    code made (id -> the code execution call's id), and the code execution calls they paused,
+    whose result comes in a later assistant message than the call."""
+
+    made: dict[str, str]
+    paused: dict[str, ToolCall] = field(default_factory=dict)
+
+    def made_by_code(self, block: object) -> bool:
+        """A call code made, or its result."""
+        return (isinstance(block, ToolUseBlockParam) and block.id in self.made) or (
+            isinstance(block, ToolResultBlockParam) and block.tool_use_id in self.made
+        )
+
+    def only_code_calls(self, message: MessageParam) -> bool:
+        content = message.content
+        return not isinstance(content, str) and bool(content) and all(map(self.made_by_code, content))
+
+
+def _code_made(messages: Sequence[MessageParam]) -> dict[str, str]:
+    """The tool_use blocks code made: id -> the code execution call whose code made it (a
+    server_tool_use earlier in the conversation, else a 400)."""
+    made: dict[str, str] = {}
+    calls: set[str] = set()
+    for index, message in enumerate(messages):
+        for position, block in enumerate(() if isinstance(message.content, str) else message.content):
+            path = f"messages.{index}.content.{position}"
+            if isinstance(block, ServerContentBlockParam) and block.type == "server_tool_use":
+                calls.add(str((block.model_extra or {}).get("id")))
+            elif isinstance(block, ToolUseBlockParam) and (caller := code_caller(block, path)) is not None:
+                if caller not in calls:
+                    raise InvalidRequestError(
+                        f"{path}.caller.tool_id: {caller!r} names no server_tool_use earlier in the"
+                        " conversation"
+                    )
+                made[block.id] = caller
+    return made
 
 
 def _count_images(messages: Sequence[MessageParam]) -> int:
@@ -292,10 +341,12 @@ def _message_turns(
     media: _Media,
     tools: Mapping[str, ToolDefinition],
     opener: Opener | None,
+    code: _CodeCalls,
 ) -> list[Turn]:
     """One message as turns: tool results first (as `tool` turns), then its text (with the
     assistant's calls); [] when it holds nothing. In an assistant message each server-tool
-    result ends a turn of its own: text and calls so far, then the result, then what follows."""
+    result ends a turn of its own: text and calls so far, then the result, then what follows.
+    Calls code made and their results are no turns (the code's result is what the model read)."""
     if isinstance(message.content, str):
         if message.content:
             _require_visible(message.content, f"{path}.content")
@@ -327,6 +378,8 @@ def _message_turns(
             images.append(_image_part(block, info))
             if block.cache_control is not None:
                 texts.append(("", block.cache_control))
+        elif code.made_by_code(block):
+            continue
         elif isinstance(block, ToolUseBlockParam):
             calls.append(tool_call(block))
             # The calls render after the text: the breakpoint caches up to the text's end.
@@ -340,10 +393,13 @@ def _message_turns(
             call = server_call(block, block_path, message.role)
             server_calls[call.id] = call
             calls.append(call)
+            if call.id in code.made.values():  # its code paused: the result comes later
+                code.paused[call.id] = call
         elif isinstance(block, ServerContentBlockParam) and block.type in RESULT_TYPES:
-            done = server_result_turn(block, block_path, server_calls, tools, opener)
+            done = server_result_turn(block, block_path, {**code.paused, **server_calls}, tools, opener)
             text, marks = _joined(texts)
-            results.append(Turn(message.role, text, tool_calls=tuple(calls), cache_marks=marks))
+            if text or calls or marks:  # (a paused code call's result may open its message)
+                results.append(Turn(message.role, text, tool_calls=tuple(calls), cache_marks=marks))
             results.append(done)
             texts, calls = [], []
         else:

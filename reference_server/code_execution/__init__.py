@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .containers import Container, ContainerExpired, ContainerStore, UnknownContainer
 from .executor import OFF, CodeExecutor, CodeResult
+from .programmatic import Paused, ToolRequest
 
 __all__ = [
     "OFF",
@@ -13,5 +14,7 @@ __all__ = [
     "Container",
     "ContainerExpired",
     "ContainerStore",
+    "Paused",
+    "ToolRequest",
     "UnknownContainer",
 ]

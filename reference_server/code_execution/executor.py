@@ -9,6 +9,9 @@ container's directory, answered with the API's result blocks.
   run inside the sandbox too (a path is resolved where the code's own symlinks point, never on
   the host) -> `text_editor_code_execution_tool_result`.
 
+A Python call of the 2026 versions may call the client's tools (programmatic.py): it then
+pauses, and `resume` hands it the client's results.
+
 Errors are the documented codes: `invalid_tool_input`, `execution_time_exceeded` (the wall-time
 limit), `output_file_too_large` (bash output past the limit; Python's is cut and said so),
 `file_not_found` (the editor), `unavailable` (the sandbox failed to start).
@@ -20,10 +23,12 @@ import asyncio
 import json
 import mimetypes
 import os
+import socket
 import stat
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Collection, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +43,7 @@ from reference_server.sandbox.egress import EgressProxy
 from reference_server.workspaces.keys import DEFAULT_WORKSPACE
 
 from .containers import Container, ContainerStore
+from .programmatic import PAUSE_S, Paused, Session
 
 __all__ = ["OFF", "CodeExecutor", "CodeResult"]
 
@@ -66,7 +72,9 @@ class CodeExecutor:
         limits: Limits | None = None,
         files: FileStore | None = None,
         egress: EgressProxy | None = None,
+        pause_s: float = PAUSE_S,
     ) -> None:
+        """`pause_s`: how long a Python call's tool calls wait for the client's results."""
         self.sandbox = sandbox
         # The hosts runs may reach, through this proxy (started with the app); None: no network.
         self.egress = egress
@@ -77,6 +85,9 @@ class CodeExecutor:
         # One run at a time in a container: what one run wrote is read while no other run of
         # the container can change it (two requests naming one container wait their turn).
         self._running: dict[str, asyncio.Lock] = {}
+        # Python calls paused on tool calls, by the code execution call's id (programmatic.py).
+        self._sessions: dict[str, Session] = {}
+        self.pause_s = pause_s
 
     async def container(self, requested: str | None, workspace: str = DEFAULT_WORKSPACE) -> Container:
         """The container a request of `workspace` names (`UnknownContainer`, another
@@ -96,20 +107,109 @@ class CodeExecutor:
         container: Container,
         *,
         stateful: bool = False,
-    ) -> CodeResult:
+        tools: Collection[str] = (),
+    ) -> CodeResult | Paused:
         """Run one call of sub-tool `name` in `container`; `stateful`: Python keeps the names
-        the container's earlier Python calls left (the 2026 versions)."""
+        the container's earlier Python calls left (the 2026 versions); `tools`: the client tools
+        its Python may call (then it may pause: `Paused`, and `resume` goes on)."""
         lock = self._running.setdefault(container.id, asyncio.Lock())
-        async with lock:
-            return await self._execute(tool_use_id, name, arguments, container, stateful)
+        if not (tools and stateful and name == "code_execution"):
+            async with lock:
+                return await self._execute(tool_use_id, name, arguments, container, stateful)
+        code = arguments.get("code")
+        if not isinstance(code, str) or not code.strip():
+            return _error(name, tool_use_id, "invalid_tool_input")
+        await lock.acquire()  # held until the run ends, pauses included (the session releases it)
+        try:
+            session = await self._session(tool_use_id, code, container, frozenset(tools), lock)
+        except BaseException:
+            lock.release()
+            raise
+        return await self._drive(session, session.advance())
+
+    def waiting(self, tool_use_id: str) -> frozenset[str] | None:
+        """The tool_use ids a paused Python call waits on (empty: it timed out, any answer is
+        late), or None when no call of that id is paused here."""
+        session = self._sessions.get(tool_use_id)
+        return None if session is None else session.unanswered()
+
+    async def resume(
+        self, tool_use_id: str, container: Container, results: Mapping[str, str]
+    ) -> CodeResult | Paused:
+        """Hand a paused Python call the client's results (tool_use id -> text): it goes on to
+        its end or pauses again. A call not paused here (the server restarted, another
+        container) is the `unavailable` error."""
+        session = self._sessions.get(tool_use_id)
+        if session is None or session.container.id != container.id:
+            return _error("code_execution", tool_use_id, "unavailable")
+        return await self._drive(session, session.answer(results))
+
+    async def close(self) -> None:
+        """End every paused run (the server stops)."""
+        for session in list(self._sessions.values()):
+            await session.kill()
+        self._sessions.clear()
+
+    async def _session(
+        self, tool_use_id: str, code: str, container: Container, tools: frozenset[str], lock: asyncio.Lock
+    ) -> Session:
+        ours, theirs = socket.socketpair()
+        setup = json.dumps({"fd": theirs.fileno(), "tools": sorted(tools)})
+        policy = self._policy(container, {"PLUMBLINE_TOOLS": setup})
+        before = await asyncio.to_thread(_snapshot, container.directory)
+        try:
+            running = await self.sandbox.start(
+                [sys.executable, "-I", "-c", _REPL],
+                policy,
+                self.limits,
+                stdin=code.encode(),
+                pass_fds=(theirs.fileno(),),
+            )
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()  # the run holds its own copy
+        finish = partial(self._finish, tool_use_id, container, before, lock)
+        return Session(tool_use_id, container, running, ours, tools, self.limits.wall_s, finish, self.pause_s)
+
+    async def _finish(
+        self,
+        tool_use_id: str,
+        container: Container,
+        before: dict[str, tuple[int, int]],
+        lock: asyncio.Lock,
+        done: Completed,
+    ) -> CodeResult:
+        try:
+            return await self._result("code_execution", tool_use_id, done, container, before)
+        finally:
+            lock.release()
+
+    async def _drive(self, session: Session, step: Awaitable[Any]) -> CodeResult | Paused:
+        """Await a session's next stop: paused, it is kept for `resume`; ended, forgotten. A
+        request cancelled meanwhile ends the run (nothing is left running for nobody)."""
+        try:
+            outcome = await step
+        except BaseException:
+            self._sessions.pop(session.tool_use_id, None)
+            await asyncio.shield(session.kill())
+            raise
+        now = time.time()
+        for key, kept in list(self._sessions.items()):
+            if kept.stale(now):
+                del self._sessions[key]
+        if isinstance(outcome, Paused):
+            self._sessions[session.tool_use_id] = session
+        else:
+            self._sessions.pop(session.tool_use_id, None)
+        result: CodeResult | Paused = outcome
+        return result
 
     async def _execute(
         self, tool_use_id: str, name: str, arguments: Mapping[str, Any], container: Container, stateful: bool
     ) -> CodeResult:
-        egress = self.egress.socket_path if self.egress is not None else None
-        policy = Policy(
-            workdir=container.directory, env={"PATH": _path()}, mounts=container.mounts, egress=egress
-        )
+        policy = self._policy(container)
         if name == "text_editor_code_execution":
             return await self._edit(tool_use_id, arguments, policy)
         bash = name == "bash_code_execution"
@@ -125,6 +225,27 @@ class CodeExecutor:
             command = [sys.executable, "-c", source]
         before = await asyncio.to_thread(_snapshot, container.directory)
         done = await self.sandbox.run(command, policy, self.limits, stdin=stdin)
+        return await self._result(name, tool_use_id, done, container, before)
+
+    def _policy(self, container: Container, env: Mapping[str, str] | None = None) -> Policy:
+        egress = self.egress.socket_path if self.egress is not None else None
+        return Policy(
+            workdir=container.directory,
+            env={"PATH": _path(), **(env or {})},
+            mounts=container.mounts,
+            egress=egress,
+        )
+
+    async def _result(
+        self,
+        name: str,
+        tool_use_id: str,
+        done: Completed,
+        container: Container,
+        before: dict[str, tuple[int, int]],
+    ) -> CodeResult:
+        """A Python or bash run's result block: its output, the files it wrote (Files API ids)."""
+        bash = name == "bash_code_execution"
         if done.timed_out:
             return _error(name, tool_use_id, "execution_time_exceeded")
         if done.output_exceeded and bash:

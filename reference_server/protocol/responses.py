@@ -21,12 +21,19 @@ class DirectCaller(_Out):
     type: Literal["direct"] = "direct"
 
 
+class CodeCaller(_Out):
+    """A tool_use the code of a code execution call made (programmatic tool calling)."""
+
+    type: Literal["code_execution_20250825", "code_execution_20260120"]
+    tool_id: str  # the code execution call's server_tool_use id
+
+
 class ToolUseBlock(_Out):
     type: Literal["tool_use"] = "tool_use"
     id: str
     name: str
     input: dict[str, Any]
-    caller: DirectCaller = Field(default_factory=DirectCaller)
+    caller: DirectCaller | CodeCaller = Field(default_factory=DirectCaller)
 
 
 class ThinkingBlock(_Out):

@@ -11,6 +11,6 @@ times out, every process it started is gone. No sandbox on this host: `find_sand
 from __future__ import annotations
 
 from .policy import Completed, Limits, Policy, SandboxUnavailable
-from .runner import Sandbox, find_sandbox
+from .runner import Running, Sandbox, find_sandbox
 
-__all__ = ["Completed", "Limits", "Policy", "Sandbox", "SandboxUnavailable", "find_sandbox"]
+__all__ = ["Completed", "Limits", "Policy", "Running", "Sandbox", "SandboxUnavailable", "find_sandbox"]

@@ -33,7 +33,7 @@ from typing import Any
 from .policy import EGRESS_PORT, EGRESS_SOCKET, WORKSPACE, Completed, Limits, Policy, SandboxUnavailable
 from .seatbelt import seatbelt_profile
 
-__all__ = ["Sandbox", "find_sandbox", "runtime_paths"]
+__all__ = ["Running", "Sandbox", "find_sandbox", "runtime_paths"]
 
 # A directory's user when the server is root: a uid of its own in a range no system account uses.
 _FIRST_UID = 200_000
@@ -178,6 +178,25 @@ class Sandbox:
         self, command: Sequence[str], policy: Policy, limits: Limits, stdin: bytes | None = None
     ) -> Completed:
         """Run `command` to its end or its limits; its output is cut at `limits.output_bytes`."""
+        running = await self.start(command, policy, limits, stdin)
+        try:
+            ended = await running.wait(limits.wall_s)
+        except BaseException:  # the request was cancelled: nothing of the run is left running
+            await running.end()
+            raise
+        return await running.end(timed_out=not ended)
+
+    async def start(
+        self,
+        command: Sequence[str],
+        policy: Policy,
+        limits: Limits,
+        stdin: bytes | None = None,
+        pass_fds: Sequence[int] = (),
+    ) -> Running:
+        """Start `command` (its output pumped from now on): `Running.wait` for it in as many
+        stretches as the caller's clock allows, then `Running.end`. `pass_fds`: host descriptors
+        the run inherits at the same numbers (a channel to the server: programmatic tool calls)."""
         nproc = limits.processes if self.root else _user_tasks() + limits.processes
         process = await asyncio.create_subprocess_exec(
             *self.argv(command, policy, limits, nproc),
@@ -185,47 +204,75 @@ class Sandbox:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
+            pass_fds=tuple(pass_fds),
             env={"PATH": os.environ.get("PATH", _PATH)},
         )
-        exceeded = asyncio.Event()
-        out, err = bytearray(), bytearray()
+        return Running(process, limits, stdin)
 
-        async def pump(stream: asyncio.StreamReader | None, sink: bytearray) -> None:
-            assert stream is not None
-            # Read to the end, past the limit too (discarded): a pipe left unread would hold
-            # the process's end, and asyncio reaps a process only once its pipes are closed.
-            while chunk := await stream.read(1 << 16):
-                room = limits.output_bytes - len(sink)
-                sink += chunk[:room]
-                if len(chunk) > room:
-                    exceeded.set()
 
-        async def feed() -> None:
-            if stdin is not None and process.stdin is not None:
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                    process.stdin.write(stdin)
-                    await process.stdin.drain()
-                    process.stdin.close()
+class Running:
+    """A started run: its output pumped (cut at the limit), its end awaited, killed at `end`."""
 
-        finished: asyncio.Future[Any] = asyncio.ensure_future(
-            asyncio.gather(feed(), pump(process.stdout, out), pump(process.stderr, err), process.wait())
-        )
-        over: asyncio.Future[Any] = asyncio.ensure_future(exceeded.wait())
-        timed_out = False
-        try:
-            done, _ = await asyncio.wait(
-                {finished, over}, timeout=limits.wall_s, return_when=asyncio.FIRST_COMPLETED
+    def __init__(self, process: asyncio.subprocess.Process, limits: Limits, stdin: bytes | None) -> None:
+        self._process = process
+        self._limits = limits
+        self._exceeded = asyncio.Event()
+        self._out, self._err = bytearray(), bytearray()
+        self._finished: asyncio.Future[Any] = asyncio.ensure_future(
+            asyncio.gather(
+                self._feed(stdin),
+                self._pump(process.stdout, self._out),
+                self._pump(process.stderr, self._err),
+                process.wait(),
             )
-            timed_out = not done
-        finally:
-            over.cancel()
-            if not finished.done():
-                _kill(process.pid)
-                # Every writer is dead: the pipes end and the process is reaped.
-                with contextlib.suppress(BaseException):
-                    await asyncio.wait_for(asyncio.shield(finished), _REAP_S)
-        code = process.returncode if process.returncode is not None else -9
-        return Completed(bytes(out), bytes(err), code, timed_out=timed_out, output_exceeded=exceeded.is_set())
+        )
+        self._over: asyncio.Future[Any] = asyncio.ensure_future(self._exceeded.wait())
+        # Done when the run ended by itself or passed the output limit (then `end` kills it).
+        self.ended: asyncio.Future[Any] = asyncio.ensure_future(
+            asyncio.wait({self._finished, self._over}, return_when=asyncio.FIRST_COMPLETED)
+        )
+
+    async def _pump(self, stream: asyncio.StreamReader | None, sink: bytearray) -> None:
+        assert stream is not None
+        # Read to the end, past the limit too (discarded): a pipe left unread would hold
+        # the process's end, and asyncio reaps a process only once its pipes are closed.
+        while chunk := await stream.read(1 << 16):
+            room = self._limits.output_bytes - len(sink)
+            sink += chunk[:room]
+            if len(chunk) > room:
+                self._exceeded.set()
+
+    async def _feed(self, stdin: bytes | None) -> None:
+        process = self._process
+        if stdin is not None and process.stdin is not None:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                process.stdin.write(stdin)
+                await process.stdin.drain()
+                process.stdin.close()
+
+    async def wait(self, timeout: float) -> bool:
+        """Whether the run ended (or passed the output limit) within `timeout` seconds."""
+        done, _ = await asyncio.wait({self.ended}, timeout=max(timeout, 0.0))
+        return bool(done)
+
+    async def end(self, *, timed_out: bool = False) -> Completed:
+        """The run's result; whatever of it still runs is killed first (`timed_out`: the caller's
+        clock ran out)."""
+        self._over.cancel()
+        if not self._finished.done():
+            _kill(self._process.pid)
+            # Every writer is dead: the pipes end and the process is reaped.
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(self._finished), _REAP_S)
+        self.ended.cancel()
+        code = self._process.returncode if self._process.returncode is not None else -9
+        return Completed(
+            bytes(self._out),
+            bytes(self._err),
+            code,
+            timed_out=timed_out,
+            output_exceeded=self._exceeded.is_set(),
+        )
 
 
 def _kill(pid: int) -> None:

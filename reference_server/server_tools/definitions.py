@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
 
+from reference_server.engine.base import ToolSpec
 from reference_server.errors import InvalidRequestError
 from reference_server.protocol import CacheControlEphemeralParam
 
@@ -223,10 +224,18 @@ def check_toolset(raw: dict[str, Any], path: str) -> ToolsetParam:
 
 @dataclass(frozen=True, slots=True)
 class CodeExecutionConfig:
-    """One sub-tool of a code execution tool: the tool's type and where the request has it."""
+    """One sub-tool of a code execution tool: the tool's type and where the request has it, and
+    the client tools its Python may call (programmatic tool calling: tools/programmatic.py)."""
 
     version: str
     path: str
+    callable: tuple[ToolSpec, ...] = ()
+
+    @property
+    def caller(self) -> str:
+        """The `caller.type` of the tool_use blocks its code's calls become (the 2026 versions
+        share one, as SDK 2.17 types them)."""
+        return "code_execution_20260120" if self.version in STATEFUL_CODE_TYPES else self.version
 
 
 ServerToolConfig = ToolSearchConfig | WebFetchConfig | WebSearchConfig | McpToolConfig | CodeExecutionConfig

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from reference_server.citations import QuoteText
-from reference_server.code_execution import OFF, CodeExecutor, Container
+from reference_server.code_execution import OFF, CodeExecutor, Container, Paused
 from reference_server.content import RenderedDocument
 from reference_server.engine.base import Generation, Grammar, ToolCall, Turn
 from reference_server.errors import InvalidRequestError, OverloadedError
@@ -48,7 +48,7 @@ from .definitions import (
 )
 from .fetch import FetchFailed, FetchPolicy, WebFetcher
 from .mcp import McpConnector
-from .pieces import ServerCallStart, ServerResult
+from .pieces import ProgrammaticCall, ServerCallStart, ServerResult
 from .plan import ServerToolPlan
 from .results import (
     fetch_error,
@@ -69,6 +69,7 @@ __all__ = [
     "TurnHost",
     "TurnState",
     "next_generation",
+    "paused_calls",
     "server_tool_turn",
 ]
 
@@ -196,7 +197,8 @@ class ServerToolRuntime:
 
     async def execute(
         self, call: ToolCall, tool: ToolDefinition, plan: ServerToolPlan, state: TurnState
-    ) -> ServerToolResultBlock:
+    ) -> ServerToolResultBlock | Paused:
+        """Run one server call; `Paused`: its Python called client tools (the turn ends on them)."""
         arguments = call.arguments
         config = tool.server
         state.uses[call.name] += 1
@@ -220,7 +222,13 @@ class ServerToolRuntime:
             if state.container is None:
                 state.container = await self.code.container(None, plan.workspace)
             stateful = config.version in STATEFUL_CODE_TYPES
-            return await self.code.execute(call.id, call.name, arguments, state.container, stateful=stateful)
+            tools = [spec.name for spec in config.callable]
+            ran = await self.code.execute(
+                call.id, call.name, arguments, state.container, stateful=stateful, tools=tools
+            )
+            if isinstance(ran, Paused):
+                state.uses[call.name] -= 1  # counted once, in the response its result is in
+            return ran
         assert isinstance(config, WebFetchConfig)
         url = arguments.get("url")
         if not isinstance(url, str):
@@ -312,6 +320,11 @@ async def server_tool_turn(
         runtime.read(block, plan, state, "server_tool_result")  # numbers a page fetched to cite
         state.fresh = False  # the generation prepare made after it quotes it already
         yield ServerResult(block)
+    if plan.paused:  # prepare ran code that called client tools again: no generation
+        for called in plan.paused:
+            yield called
+        yield state.ended(Outcome("tool_use", None, 0, server_tool_counts(state.uses)))
+        return
     output_tokens = 0
     current, deltas = prepared, generation
     for iteration in range(1, runtime.max_iterations + 1):
@@ -320,9 +333,12 @@ async def server_tool_turn(
         call: _Call | None = None
         client_calls = 0
         outcome: Outcome | None = None
+        paused = False
         async for piece in host.run(current, deltas):
             if isinstance(piece, Outcome):
                 outcome = piece
+                continue
+            if paused:  # the turn ends on the calls the code made: the rest is not shown
                 continue
             if isinstance(piece, CallStart):
                 tool = plan.tool(piece.name)
@@ -342,11 +358,15 @@ async def server_tool_turn(
                 if piece.complete:
                     tool = plan.tool(call.name)
                     assert tool is not None
-                    block = await runtime.execute(
-                        ToolCall(call.id, call.name, call.input()), tool, plan, state
-                    )
-                    executed.append((call, block))
-                    yield ServerResult(block)
+                    ran = await runtime.execute(ToolCall(call.id, call.name, call.input()), tool, plan, state)
+                    if isinstance(ran, Paused):
+                        assert isinstance(tool.server, CodeExecutionConfig)
+                        for called in paused_calls(ran, tool.server):
+                            yield called
+                        paused = True
+                    else:
+                        executed.append((call, ran))
+                        yield ServerResult(ran)
                 call = None
                 continue
             elif isinstance(piece, str | QuoteText):
@@ -355,6 +375,9 @@ async def server_tool_turn(
         assert outcome is not None
         output_tokens += outcome.output_tokens
         counts = server_tool_counts(state.uses)
+        if paused:
+            yield state.ended(Outcome("tool_use", None, output_tokens, counts))
+            return
 
         if outcome.stop_reason != "tool_use" or client_calls or not executed:
             yield state.ended(replace(outcome, output_tokens=output_tokens, server_tool_use=counts))
@@ -385,6 +408,14 @@ async def server_tool_turn(
         except OverloadedError:  # no room to go on now: the client resumes the turn later
             break
     yield state.ended(Outcome("pause_turn", None, output_tokens, server_tool_counts(state.uses)))
+
+
+def paused_calls(paused: Paused, config: CodeExecutionConfig) -> tuple[ProgrammaticCall, ...]:
+    """The tool_use blocks of the calls a paused Python call's code made."""
+    return tuple(
+        ProgrammaticCall(call.id, call.name, call.input, config.caller, paused.tool_use_id)
+        for call in paused.calls
+    )
 
 
 def loaded_from_history(blocks: list[Mapping[str, Any]]) -> frozenset[str]:

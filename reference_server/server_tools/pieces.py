@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from reference_server.protocol import ServerToolResultBlock
 
-__all__ = ["ServerCallStart", "ServerResult"]
+__all__ = ["ProgrammaticCall", "ServerCallStart", "ServerResult"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,3 +25,15 @@ class ServerResult:
     """The server ran the call: its result block, whole."""
 
     block: ServerToolResultBlock
+
+
+@dataclass(frozen=True, slots=True)
+class ProgrammaticCall:
+    """The code of a code execution call called a client tool: a `tool_use` block, whole, whose
+    `caller` names that call (`caller_type`, `caller_id`); the turn ends `tool_use`."""
+
+    id: str
+    name: str
+    input: dict[str, Any]
+    caller_type: str
+    caller_id: str

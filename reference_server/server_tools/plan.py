@@ -14,6 +14,8 @@ from reference_server.protocol import ServerToolResultBlock
 from reference_server.tools.definitions import ToolDefinition
 from reference_server.workspaces.keys import DEFAULT_WORKSPACE
 
+from .pieces import ProgrammaticCall
+
 __all__ = ["ServerToolPlan"]
 
 
@@ -35,6 +37,9 @@ class ServerToolPlan:
     # the turn's first call of a code execution sub-tool.
     container: Container | None = None
     workspace: str = DEFAULT_WORKSPACE  # the request's: a container made for it is this one's
+    # Code prepare resumed (or ran) called client tools again: the answer is these calls, with
+    # no generation (programmatic tool calling).
+    paused: tuple[ProgrammaticCall, ...] = ()
 
     def tool(self, name: str) -> ToolDefinition | None:
         return next((tool for tool in self.tools if tool.name == name), None)

@@ -11,8 +11,8 @@ may not force tool use while thinking is on.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal
 
 from jsonschema import Draft202012Validator
@@ -25,12 +25,14 @@ from reference_server.protocol import CacheControlEphemeralParam, PromptParams
 from reference_server.server_tools.definitions import (
     REFUSED_TOOL_TYPES,
     SERVED_TOOL_TYPES,
+    CodeExecutionConfig,
     ServerToolConfig,
     check_toolset,
     checked_param,
     server_tools,
 )
 from reference_server.tools.builtin import CLIENT_TOOL_TYPES, COMPUTER_TYPES, builtin_client_tool
+from reference_server.tools.programmatic import DIRECT, allowed_callers, code_description, code_versions
 
 __all__ = ["ToolDefinition", "ToolPolicy", "check_unique", "parse_tools", "prompt_tools", "tool_policy"]
 
@@ -73,10 +75,12 @@ class ToolDefinition:
 def parse_tools(tools: Sequence[dict[str, Any]] | None) -> tuple[ToolDefinition, ...]:
     """The request's tools, or the first problem as a 400 with the API's path."""
     parsed: list[ToolDefinition] = []
+    callers: dict[str, tuple[frozenset[str], str]] = {}  # custom tools code may call: name -> (callers, path)
     for index, raw in enumerate(tools or ()):
         kind = raw.get("type")
         path = f"tools.{index}"
-        _check_callers(raw, f"{path}.custom" if kind in (None, "custom") else path)
+        custom = kind in (None, "custom")
+        allowed = allowed_callers(raw, f"{path}.custom" if custom else path, custom=custom)
         if kind in CLIENT_TOOL_TYPES:
             name, description, schema, deferred = builtin_client_tool(raw, path)
             parsed.append(
@@ -95,9 +99,42 @@ def parse_tools(tools: Sequence[dict[str, Any]] | None) -> tuple[ToolDefinition,
             raise InvalidRequestError(f"{path}.type: unknown tool type {kind!r}")
         else:
             parsed.append(_custom_tool(raw, f"{path}.custom"))
+            if allowed != {DIRECT}:
+                callers[parsed[-1].name] = (allowed, f"{path}.custom.allowed_callers")
     check_unique(parsed, tools or ())
+    parsed = _programmatic(parsed, callers)
     _check_deferral(parsed)
     return tuple(parsed)
+
+
+def _programmatic(
+    parsed: list[ToolDefinition], callers: Mapping[str, tuple[frozenset[str], str]]
+) -> list[ToolDefinition]:
+    """The tools with programmatic tool calling applied (tools/programmatic.py): each code
+    execution version's sub-tools know the tools its code may call (its Python's description
+    lists them), and a tool only code may call is not offered to the model."""
+    if not callers:
+        return parsed
+    versions = {tool.server.version for tool in parsed if isinstance(tool.server, CodeExecutionConfig)}
+    callable_by: dict[str, list[ToolSpec]] = {}
+    for tool in parsed:
+        if tool.name in callers:
+            allowed, path = callers[tool.name]
+            for version in code_versions(allowed, versions, path):
+                callable_by.setdefault(version, []).append(tool.spec())
+    kept: list[ToolDefinition] = []
+    for tool in parsed:
+        if tool.name in callers and DIRECT not in callers[tool.name][0]:
+            continue
+        config = tool.server
+        if isinstance(config, CodeExecutionConfig) and config.version in callable_by:
+            specs = tuple(callable_by[config.version])
+            described = code_description(tool.description, specs) if tool.name == "code_execution" else None
+            tool = replace(
+                tool, description=described or tool.description, server=replace(config, callable=specs)
+            )
+        kept.append(tool)
+    return kept
 
 
 def check_unique(parsed: Sequence[ToolDefinition], raw: Sequence[dict[str, Any]] = ()) -> None:
@@ -114,19 +151,6 @@ def check_unique(parsed: Sequence[ToolDefinition], raw: Sequence[dict[str, Any]]
 def prompt_tools(tools: Sequence[ToolDefinition]) -> tuple[ToolSpec, ...]:
     """The tools the prompt lists: all but deferred ones (a tool search's result shows those)."""
     return tuple(tool.spec() for tool in tools if not tool.deferred)
-
-
-def _check_callers(raw: dict[str, Any], path: str) -> None:
-    """A tool only code may call (`allowed_callers` without `direct`: programmatic tool calling)
-    is refused in words: this server's code execution cannot call tools, and offering the tool to
-    the model directly would do what the client ruled out."""
-    callers = raw.get("allowed_callers")
-    if isinstance(callers, list) and "direct" not in callers:
-        raise InvalidRequestError(
-            f"{path}.allowed_callers: programmatic tool calling (a tool called from code execution"
-            f' only: {callers}) is not served by this server; list "direct" to offer the tool to'
-            " the model"
-        )
 
 
 def _check_deferral(tools: Sequence[ToolDefinition]) -> None:

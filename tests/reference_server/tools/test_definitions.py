@@ -40,25 +40,50 @@ def test_custom_tools_are_parsed_with_every_documented_field():
     assert parsed.spec().parameters == SCHEMA
 
 
+CODE_2601 = {"type": "code_execution_20260120", "name": "code_execution"}
+
+
+def test_a_tool_only_code_may_call_becomes_a_function_of_the_code_execution_python():
+    tools = parse_tools([CODE_2601, {**WEATHER, "allowed_callers": ["code_execution_20260120"]}])
+    assert "get_weather" not in {tool.name for tool in tools}  # never offered to the model
+    python = next(tool for tool in tools if tool.name == "code_execution")
+    assert [spec.name for spec in python.server.callable] == ["get_weather"]
+    assert "get_weather(input: dict) -> str: Weather of a city" in python.description
+    bash = next(tool for tool in tools if tool.name == "bash_code_execution")
+    assert bash.description == parse_tools([CODE_2601])[0].description  # only Python lists them
+
+
+def test_a_tool_the_model_and_code_may_call_is_offered_to_both():
+    tools = parse_tools([CODE_2601, {**WEATHER, "allowed_callers": ["direct", "code_execution_20260521"]}])
+    assert "get_weather" in {tool.name for tool in tools}
+    python = next(tool for tool in tools if tool.name == "code_execution")
+    assert [spec.name for spec in python.server.callable] == ["get_weather"]
+
+
 @pytest.mark.parametrize(
-    ("tool", "path"),
+    ("tools", "message"),
     [
-        ({**WEATHER, "allowed_callers": ["code_execution_20260120"]}, "tools.0.custom.allowed_callers"),
-        ({**WEATHER, "type": "custom", "allowed_callers": []}, "tools.0.custom.allowed_callers"),
         (
-            {
-                "type": "web_fetch_20250910",
-                "name": "web_fetch",
-                "allowed_callers": ["code_execution_20250825"],
-            },
-            "tools.0.allowed_callers",
+            [{**WEATHER, "allowed_callers": ["code_execution_20260120"]}],
+            "tools.0.custom.allowed_callers: 'code_execution_20260120' names a code execution tool this"
+            " request does not have",
+        ),
+        ([{**WEATHER, "type": "custom", "allowed_callers": []}], "tools.0.custom.allowed_callers: at least one"),
+        (
+            [
+                {"type": "code_execution_20250825", "name": "code_execution"},
+                {**WEATHER, "allowed_callers": ["code_execution_20250825"]},
+            ],
+            "tools.1.custom.allowed_callers: 'code_execution_20250825': programmatic tool calling is served with",
+        ),
+        (
+            [{"type": "web_fetch_20250910", "name": "web_fetch", "allowed_callers": ["code_execution_20250825"]}],
+            "tools.0.allowed_callers: programmatic tool calling (a tool called from code execution only",
         ),
     ],
 )
-def test_a_tool_only_code_may_call_is_refused_in_words(tool, path):
-    # Programmatic tool calling is not served: offering the tool directly would ignore the rule.
-    assert refusal([tool]).startswith(f"{path}: programmatic tool calling")
-    parse_tools([{**tool, "allowed_callers": ["direct", *tool["allowed_callers"]]}])  # with direct: served
+def test_callers_no_code_execution_tool_serves_are_refused_in_words(tools, message):
+    assert refusal(tools).startswith(message)
 
 
 @pytest.mark.parametrize(
