@@ -27,7 +27,9 @@ def executor(tmp_path: Path, **options: float) -> CodeExecutor:
     return CodeExecutor(find_sandbox(), ContainerStore(tmp_path), limits, pause_s=pause_s)
 
 
-async def start(code_execution: CodeExecutor, code: str, tool_id: str = "srvtoolu_a") -> tuple[object, object]:
+async def start(
+    code_execution: CodeExecutor, code: str, tool_id: str = "srvtoolu_a"
+) -> tuple[object, object]:
     container = await code_execution.container(None)
     outcome = await code_execution.execute(
         tool_id, "code_execution", {"code": code}, container, stateful=True, tools=TOOLS
@@ -64,12 +66,15 @@ def test_gathered_calls_pause_together_and_a_second_round_pauses_again(tmp_path:
         source = (
             "import asyncio\n"
             'a, b = await asyncio.gather(lookup({"key": 1}), get_weather({"city": "Oslo"}))\n'
-            'c = await lookup(key=a + b)\n'
+            "c = await lookup(key=a + b)\n"
             "print(c)\n"
         )
         container, first = await start(code, source)
         assert isinstance(first, Paused)
-        assert [(c.name, c.input) for c in first.calls] == [("lookup", {"key": 1}), ("get-weather", {"city": "Oslo"})]
+        assert [(c.name, c.input) for c in first.calls] == [
+            ("lookup", {"key": 1}),
+            ("get-weather", {"city": "Oslo"}),
+        ]
         answers = {first.calls[0].id: "x", first.calls[1].id: "y"}
         second = await code.resume("srvtoolu_a", container, answers)
         assert isinstance(second, Paused)
@@ -115,7 +120,9 @@ def test_the_container_is_held_while_a_run_is_paused(tmp_path: Path) -> None:
         code = executor(tmp_path)
         container, paused = await start(code, "await lookup({})")
         assert isinstance(paused, Paused)
-        other = asyncio.ensure_future(code.execute("srvtoolu_c", "bash_code_execution", {"command": "true"}, container))
+        other = asyncio.ensure_future(
+            code.execute("srvtoolu_c", "bash_code_execution", {"command": "true"}, container)
+        )
         await asyncio.sleep(1.0)
         assert not other.done()  # one run at a time in a container
         await code.resume("srvtoolu_a", container, {paused.calls[0].id: "ok"})
@@ -127,7 +134,9 @@ def test_the_container_is_held_while_a_run_is_paused(tmp_path: Path) -> None:
 def test_a_cancelled_resume_leaves_nothing_running(tmp_path: Path) -> None:
     async def scenario() -> None:
         code = executor(tmp_path)
-        container, paused = await start(code, "import time\nawait lookup({})\nopen('alive', 'w').close()\ntime.sleep(60)")
+        container, paused = await start(
+            code, "import time\nawait lookup({})\nopen('alive', 'w').close()\ntime.sleep(60)"
+        )
         assert isinstance(paused, Paused)
         resumed = asyncio.ensure_future(code.resume("srvtoolu_a", container, {paused.calls[0].id: "ok"}))
         while not (container.directory / "alive").exists():
@@ -174,7 +183,13 @@ def test_the_tool_functions_are_not_kept_in_the_python_state(tmp_path: Path) -> 
         container, paused = await start(code, "kept = 41\nkept += len(await lookup({}))")
         assert isinstance(paused, Paused)
         ran(await code.resume("srvtoolu_a", container, {paused.calls[0].id: "x"}))
-        done = await code.execute("srvtoolu_e", "code_execution", {"code": "print(kept, 'lookup' in dir())"}, container, stateful=True)
+        done = await code.execute(
+            "srvtoolu_e",
+            "code_execution",
+            {"code": "print(kept, 'lookup' in dir())"},
+            container,
+            stateful=True,
+        )
         assert ran(done)["stdout"] == "42 False\n"
         assert ran(done)["stderr"] == ""
 

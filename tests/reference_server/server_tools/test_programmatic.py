@@ -46,7 +46,10 @@ def answered(first_body: dict[str, Any], paused: dict[str, Any], results: dict[s
         {"role": "assistant", "content": paused["content"]},
         {
             "role": "user",
-            "content": [{"type": "tool_result", "tool_use_id": key, "content": value} for key, value in results.items()],
+            "content": [
+                {"type": "tool_result", "tool_use_id": key, "content": value}
+                for key, value in results.items()
+            ],
         },
     ]
     return {**first_body, "messages": messages, **changes}
@@ -100,21 +103,33 @@ def test_gathered_calls_pause_together_and_a_second_round_pauses_without_generat
         calls = [b for b in paused["content"] if b["type"] == "tool_use"]
         assert [c["input"] for c in calls] == [{"key": "a"}, {"key": "b"}]
         generated = len(engine.requests)
-        second_body = answered(first, paused, {calls[0]["id"]: "1", calls[1]["id"]: "2"}, container=paused["container"]["id"])
+        second_body = answered(
+            first, paused, {calls[0]["id"]: "1", calls[1]["id"]: "2"}, container=paused["container"]["id"]
+        )
         again = client.post("/v1/messages", json=second_body).json()
         assert types(again) == ["tool_use"], again
         assert again["content"][0]["input"] == {"key": "12"}
         assert again["content"][0]["caller"]["tool_id"] == paused["content"][0]["id"]
-        assert (again["stop_reason"], again["usage"]["input_tokens"], again["usage"]["output_tokens"]) == ("tool_use", 0, 0)
+        assert (again["stop_reason"], again["usage"]["input_tokens"], again["usage"]["output_tokens"]) == (
+            "tool_use",
+            0,
+            0,
+        )
         assert len(engine.requests) == generated  # the model was not asked anything
-        third_body = answered(second_body, again, {again["content"][0]["id"]: "done-12"}, container=paused["container"]["id"])
+        third_body = answered(
+            second_body, again, {again["content"][0]["id"]: "done-12"}, container=paused["container"]["id"]
+        )
         done = client.post("/v1/messages", json=third_body).json()
         assert types(done) == ["code_execution_tool_result", "text"]
         assert done["content"][0]["content"]["stdout"] == "done-12\n"
         # The whole conversation reads back, a new question after it.
         later = {
             **third_body,
-            "messages": [*third_body["messages"], {"role": "assistant", "content": done["content"]}, {"role": "user", "content": "Thanks"}],
+            "messages": [
+                *third_body["messages"],
+                {"role": "assistant", "content": done["content"]},
+                {"role": "user", "content": "Thanks"},
+            ],
         }
         assert client.post("/v1/messages", json=later).status_code == 200
     turns = engine.requests[-1].turns
@@ -156,7 +171,9 @@ def test_answers_without_the_container_or_not_as_text_are_refused(tmp_path):
         beside["messages"][-1]["content"].append({"type": "text", "text": "and more"})
         refused(client.post("/v1/messages", json=beside), "may hold only tool_result blocks")
         # The run still waits: a proper answer goes on.
-        done = client.post("/v1/messages", json=answered(first, paused, {call_id: "ok"}, container=container)).json()
+        done = client.post(
+            "/v1/messages", json=answered(first, paused, {call_id: "ok"}, container=container)
+        ).json()
     assert done["content"][0]["content"]["stdout"] == "ok\n"
 
 
@@ -165,12 +182,22 @@ def test_answers_without_the_container_or_not_as_text_are_refused(tmp_path):
     [
         ([LOOKUP], "names a code execution tool this request does not have"),
         (
-            [{"type": "code_execution_20250825", "name": "code_execution"}, {**LOOKUP, "allowed_callers": ["code_execution_20250825"]}],
+            [
+                {"type": "code_execution_20250825", "name": "code_execution"},
+                {**LOOKUP, "allowed_callers": ["code_execution_20250825"]},
+            ],
             "programmatic tool calling is served with code_execution_20260120 and code_execution_20260521",
         ),
         ([CODE, {**LOOKUP, "allowed_callers": []}], "at least one caller is required"),
         (
-            [CODE, {"type": "web_fetch_20250910", "name": "web_fetch", "allowed_callers": ["code_execution_20260120"]}],
+            [
+                CODE,
+                {
+                    "type": "web_fetch_20250910",
+                    "name": "web_fetch",
+                    "allowed_callers": ["code_execution_20260120"],
+                },
+            ],
             "is served for custom tools",
         ),
     ],
@@ -212,4 +239,6 @@ def test_a_caller_naming_no_earlier_code_execution_call_is_refused(tmp_path):
         container="container_x",
     )
     with client:
-        refused(client.post("/v1/messages", json=request), "names no server_tool_use earlier in the conversation")
+        refused(
+            client.post("/v1/messages", json=request), "names no server_tool_use earlier in the conversation"
+        )

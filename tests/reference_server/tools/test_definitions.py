@@ -68,7 +68,10 @@ def test_a_tool_the_model_and_code_may_call_is_offered_to_both():
             "tools.0.custom.allowed_callers: 'code_execution_20260120' names a code execution tool this"
             " request does not have",
         ),
-        ([{**WEATHER, "type": "custom", "allowed_callers": []}], "tools.0.custom.allowed_callers: at least one"),
+        (
+            [{**WEATHER, "type": "custom", "allowed_callers": []}],
+            "tools.0.custom.allowed_callers: at least one",
+        ),
         (
             [
                 {"type": "code_execution_20250825", "name": "code_execution"},
@@ -77,7 +80,13 @@ def test_a_tool_the_model_and_code_may_call_is_offered_to_both():
             "tools.1.custom.allowed_callers: 'code_execution_20250825': programmatic tool calling is served with",
         ),
         (
-            [{"type": "web_fetch_20250910", "name": "web_fetch", "allowed_callers": ["code_execution_20250825"]}],
+            [
+                {
+                    "type": "web_fetch_20250910",
+                    "name": "web_fetch",
+                    "allowed_callers": ["code_execution_20250825"],
+                }
+            ],
             "tools.0.allowed_callers: programmatic tool calling (a tool called from code execution only",
         ),
     ],
