@@ -1,7 +1,8 @@
 """The faults of the CODE-* properties (part of faults.fault_catalogue): how servers and
 gateways get code execution wrong: every sub-tool's result under the Python tool's block, a
 `container` the gateway does not pass on (each request a new container), runs not counted in
-usage, the 2026 versions' Python run without its state, and uploads dropped on the way."""
+usage, the 2026 versions' Python run without its state, uploads dropped on the way, and
+`allowed_callers` dropped (the tool offered to the model, the code unable to call it)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,18 @@ def _stateless_python(request: Request) -> Request:
     return request.with_json({**body, "tools": tools}) if tools else request
 
 
+def _callers_dropped(request: Request) -> Request:
+    """A gateway that knows no `allowed_callers`: every tool goes on as the model's alone."""
+    body = request.json
+    if not request.path.startswith("/v1/messages") or not isinstance(body, dict):
+        return request
+    tools = [
+        {k: v for k, v in tool.items() if k != "allowed_callers"} if isinstance(tool, dict) else tool
+        for tool in body.get("tools") or []
+    ]
+    return request.with_json({**body, "tools": tools}) if tools else request
+
+
 def _is_upload(block: Any) -> bool:
     return isinstance(block, dict) and block.get("type") == "container_upload"
 
@@ -63,4 +76,7 @@ def code_execution_fault_catalogue() -> dict[str, Fault]:
             "each Python call of a 2026 version in a fresh interpreter", request=_stateless_python
         ),
         "CODE-005": Fault("container_upload blocks dropped by the gateway", request=drop_blocks(_is_upload)),
+        "CODE-006": Fault(
+            "allowed_callers dropped by the gateway (code cannot call tools)", request=_callers_dropped
+        ),
     }

@@ -108,3 +108,50 @@ def test_a_skill_made_through_the_sdk_is_loaded_for_the_turns_code(url: str) -> 
     assert result.content.stdout == skill_md.decode()
     assert message.container is not None
     assert message.container.skills[0].skill_id == skill.id
+
+
+def test_code_calls_a_client_tool_and_goes_on_with_its_result(url: str) -> None:
+    """Programmatic tool calling through the SDK: the code's call pauses the turn as a tool_use
+    whose caller is the code execution call; the result sent back reaches the code, and the
+    model (SmolLM2) answers after its output."""
+    lookup = {
+        "name": "lookup",
+        "description": "Look a key up",
+        "input_schema": {"type": "object", "properties": {"key": {"type": "string"}}},
+        "allowed_callers": ["code_execution_20260120"],
+    }
+    tools = [{"type": "code_execution_20260120", "name": "code_execution"}, lookup]
+    code = 'print("found", await lookup({"key": "e2e"}))'
+    call = {
+        "type": "server_tool_use",
+        "id": "srvtoolu_ptc1",
+        "name": "code_execution",
+        "input": {"code": code},
+    }
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "Look e2e up."},
+        {"role": "assistant", "content": [call]},
+    ]
+    with anthropic.Anthropic(base_url=url, api_key="test", max_retries=0) as client:
+        paused = client.messages.create(model=MODEL, max_tokens=40, tools=tools, messages=messages)
+        assert paused.stop_reason == "tool_use"
+        (use,) = paused.content
+        assert use.type == "tool_use"
+        assert (use.name, use.input) == ("lookup", {"key": "e2e"})
+        assert use.caller is not None
+        assert (use.caller.type, use.caller.tool_id) == ("code_execution_20260120", "srvtoolu_ptc1")
+        assert paused.container is not None
+        messages[-1]["content"].append(use.model_dump(exclude_none=True))
+        messages.append(
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "42"}]}
+        )
+        done = client.messages.create(
+            model=MODEL, max_tokens=40, tools=tools, messages=messages, container=paused.container.id
+        )
+    result = done.content[0]
+    assert result.type == "code_execution_tool_result"
+    assert result.tool_use_id == "srvtoolu_ptc1"
+    assert result.content.stdout == "found 42\n"
+    assert done.container is not None
+    assert done.container.id == paused.container.id
+    assert done.usage.output_tokens > 0  # the model went on after the result
