@@ -28,6 +28,7 @@ import stat
 import sys
 import time
 from collections.abc import Awaitable, Collection, Mapping
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -38,8 +39,9 @@ from reference_server.protocol import (
     CodeExecutionToolResultBlock,
     TextEditorCodeExecutionToolResultBlock,
 )
-from reference_server.sandbox import Completed, Limits, Policy, Sandbox
+from reference_server.sandbox import Completed, Limits, Policy, Running, Sandbox
 from reference_server.sandbox.egress import EgressProxy
+from reference_server.sandbox.runner import Guard
 from reference_server.workspaces.keys import DEFAULT_WORKSPACE
 
 from .containers import Container, ContainerStore
@@ -60,6 +62,8 @@ _REPL = (Path(__file__).parent / "repl_main.py").read_text(encoding="utf-8")
 STATE_FILES = frozenset({".plumbline-python-state", ".plumbline-python-state.tmp"})
 MAX_OUTPUT_FILES = 20  # files a run wrote, returned as Files API ids
 _SCAN_LIMIT = 10_000  # files of a container looked at for what a run wrote
+_BLOCK = 4096  # what the disk bound counts a file's size in
+_DISK_POLL_S = 0.5  # how often a run's container is measured against its disk bound
 
 
 class CodeExecutor:
@@ -161,9 +165,10 @@ class CodeExecutor:
             running = await self.sandbox.start(
                 [sys.executable, "-I", "-c", _REPL],
                 policy,
-                self.limits,
+                await self._room(container),
                 stdin=code.encode(),
                 pass_fds=(theirs.fileno(),),
+                guard=self._disk_guard(container),
             )
         except BaseException:
             ours.close()
@@ -211,7 +216,7 @@ class CodeExecutor:
     ) -> CodeResult:
         policy = self._policy(container)
         if name == "text_editor_code_execution":
-            return await self._edit(tool_use_id, arguments, policy)
+            return await self._edit(tool_use_id, arguments, policy, container)
         bash = name == "bash_code_execution"
         source = arguments.get("command" if bash else "code")
         if not isinstance(source, str) or not source.strip():
@@ -224,8 +229,31 @@ class CodeExecutor:
         else:
             command = [sys.executable, "-c", source]
         before = await asyncio.to_thread(_snapshot, container.directory)
-        done = await self.sandbox.run(command, policy, self.limits, stdin=stdin)
+        limits = await self._room(container)
+        done = await self.sandbox.run(command, policy, limits, stdin=stdin, guard=self._disk_guard(container))
         return await self._result(name, tool_use_id, done, container, before)
+
+    async def _room(self, container: Container) -> Limits:
+        """The run's limits with no file larger than the room left in the container's disk bound."""
+        bound = self.limits.disk_bytes
+        used = await asyncio.to_thread(_disk_used, container.directory, bound)
+        return replace(self.limits, file_bytes=max(min(self.limits.file_bytes, bound - used), 0))
+
+    def _disk_guard(self, container: Container) -> Guard:
+        """Stops a run once the container's files pass the disk bound (many files, each within
+        the room left, add up past it)."""
+        bound = self.limits.disk_bytes
+
+        async def watch(running: Running) -> None:
+            while True:
+                await asyncio.sleep(_DISK_POLL_S)
+                if await asyncio.to_thread(_disk_used, container.directory, bound) > bound:
+                    running.stop(
+                        f"the container's files passed its disk bound ({bound} bytes): the run was stopped"
+                    )
+                    return
+
+        return watch
 
     def _policy(self, container: Container, env: Mapping[str, str] | None = None) -> Policy:
         egress = self.egress.socket_path if self.egress is not None else None
@@ -256,12 +284,14 @@ class CodeExecutor:
         content["content"] = [{"type": f"{prefix}code_execution_output", "file_id": fid} for fid in written]
         return _BLOCKS[name](tool_use_id=tool_use_id, content=content)
 
-    async def _edit(self, tool_use_id: str, arguments: Mapping[str, Any], policy: Policy) -> CodeResult:
+    async def _edit(
+        self, tool_use_id: str, arguments: Mapping[str, Any], policy: Policy, container: Container
+    ) -> CodeResult:
         name = "text_editor_code_execution"
         done = await self.sandbox.run(
             [sys.executable, "-I", "-S", "-c", _EDITOR],
             policy,
-            self.limits,
+            await self._room(container),
             stdin=json.dumps(dict(arguments)).encode(),
         )
         if done.timed_out:
@@ -295,6 +325,23 @@ class CodeExecutor:
             )
             ids.append(record.id)
         return ids
+
+
+def _disk_used(root: Path, bound: int) -> int:
+    """What the container's entries take, each rounded up to 4 KiB blocks (an empty file or a
+    directory takes one: a million empty files are not free); the walk stops past `bound`."""
+    used = 0
+    for top, dirs, names in os.walk(root):
+        used += _BLOCK * len(dirs)
+        for name in names:
+            try:
+                size = os.lstat(os.path.join(top, name)).st_size
+            except OSError:
+                continue
+            used += max(-(-size // _BLOCK), 1) * _BLOCK
+        if used > bound:
+            break
+    return used
 
 
 def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
@@ -347,6 +394,8 @@ def _path() -> str:
 
 def _ran(done: Completed, limits: Limits, prefix: str) -> dict[str, Any]:
     stderr = done.stderr.decode("utf-8", errors="replace")
+    if done.stopped is not None:
+        stderr += f"\n[{done.stopped}]"
     if done.output_exceeded:
         stderr += f"\n[output past {limits.output_bytes} bytes: the run was stopped and its output cut]"
     return {

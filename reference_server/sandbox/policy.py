@@ -28,6 +28,9 @@ class Limits:
     processes: int = 64  # RLIMIT_NPROC: processes and threads of the run's own user
     file_bytes: int = 256 << 20  # RLIMIT_FSIZE: the largest file a process may write
     output_bytes: int = 1 << 20  # stdout and stderr, each; past it the run is stopped
+    # A container's files in all (code_execution/executor.py watches it: past it the run is
+    # stopped, and a run starts with no file larger than the room left).
+    disk_bytes: int = 1 << 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,3 +60,4 @@ class Completed:
     return_code: int
     timed_out: bool = False  # the wall-time limit was reached and the run killed
     output_exceeded: bool = False  # stdout or stderr passed the limit and the run was stopped
+    stopped: str | None = None  # why a bound the caller watched stopped it (`Running.stop`)

@@ -26,7 +26,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -175,10 +175,15 @@ class Sandbox:
         return [*args, "--", python(), "-I", "-S", "-c", _ENTER, uid, WORKSPACE, *bounds, *command]
 
     async def run(
-        self, command: Sequence[str], policy: Policy, limits: Limits, stdin: bytes | None = None
+        self,
+        command: Sequence[str],
+        policy: Policy,
+        limits: Limits,
+        stdin: bytes | None = None,
+        guard: Guard | None = None,
     ) -> Completed:
         """Run `command` to its end or its limits; its output is cut at `limits.output_bytes`."""
-        running = await self.start(command, policy, limits, stdin)
+        running = await self.start(command, policy, limits, stdin, guard=guard)
         try:
             ended = await running.wait(limits.wall_s)
         except BaseException:  # the request was cancelled: nothing of the run is left running
@@ -193,10 +198,12 @@ class Sandbox:
         limits: Limits,
         stdin: bytes | None = None,
         pass_fds: Sequence[int] = (),
+        guard: Guard | None = None,
     ) -> Running:
         """Start `command` (its output pumped from now on): `Running.wait` for it in as many
         stretches as the caller's clock allows, then `Running.end`. `pass_fds`: host descriptors
-        the run inherits at the same numbers (a channel to the server: programmatic tool calls)."""
+        the run inherits at the same numbers (a channel to the server: programmatic tool calls);
+        `guard`: watches the run while it lasts (a bound no rlimit keeps: `Running.stop`)."""
         nproc = limits.processes if self.root else _user_tasks() + limits.processes
         process = await asyncio.create_subprocess_exec(
             *self.argv(command, policy, limits, nproc),
@@ -207,7 +214,10 @@ class Sandbox:
             pass_fds=tuple(pass_fds),
             env={"PATH": os.environ.get("PATH", _PATH)},
         )
-        return Running(process, limits, stdin)
+        running = Running(process, limits, stdin)
+        if guard is not None:
+            running.guard = asyncio.ensure_future(guard(running))
+        return running
 
 
 class Running:
@@ -216,6 +226,8 @@ class Running:
     def __init__(self, process: asyncio.subprocess.Process, limits: Limits, stdin: bytes | None) -> None:
         self._process = process
         self._limits = limits
+        self._stopped: str | None = None
+        self.guard: asyncio.Future[None] | None = None  # cancelled at the run's end
         self._exceeded = asyncio.Event()
         self._out, self._err = bytearray(), bytearray()
         self._finished: asyncio.Future[Any] = asyncio.ensure_future(
@@ -255,9 +267,16 @@ class Running:
         done, _ = await asyncio.wait({self.ended}, timeout=max(timeout, 0.0))
         return bool(done)
 
+    def stop(self, reason: str) -> None:
+        """Kill the run now, for a bound its guard watches (its Completed says `reason`)."""
+        self._stopped = reason
+        _kill(self._process.pid)
+
     async def end(self, *, timed_out: bool = False) -> Completed:
         """The run's result; whatever of it still runs is killed first (`timed_out`: the caller's
         clock ran out)."""
+        if self.guard is not None:
+            self.guard.cancel()
         self._over.cancel()
         if not self._finished.done():
             _kill(self._process.pid)
@@ -272,7 +291,12 @@ class Running:
             code,
             timed_out=timed_out,
             output_exceeded=self._exceeded.is_set(),
+            stopped=self._stopped,
         )
+
+
+# What watches a run while it lasts (`Sandbox.start`'s guard).
+Guard = Callable[[Running], Awaitable[None]]
 
 
 def _kill(pid: int) -> None:
