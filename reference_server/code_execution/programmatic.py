@@ -80,6 +80,7 @@ class Session:
     _timer: asyncio.Task[None] | None = None
     _alone: asyncio.Task[Any] | None = None  # the run going on after a timeout
     _busy: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _ending: bool = False
 
     async def advance(self) -> Any:
         """Run on until the code calls tools (`Paused`) or the run ends (its result block)."""
@@ -128,8 +129,7 @@ class Session:
         for task in (self._timer, self._alone):
             if task is not None:
                 task.cancel()
-        if self.result is None:
-            await self._end(await self.running.end())
+        await self._end(await self.running.end())
 
     def _pause(self, calls: list[tuple[str, str, dict[str, Any]]]) -> Paused:
         requests = []
@@ -164,6 +164,9 @@ class Session:
             self._writer.write(json.dumps(answer).encode() + b"\n")
 
     async def _end(self, done: Completed) -> Any:
+        if self._ending:  # once (a kill may race the run's own end): finishing frees the container
+            return self.result
+        self._ending = True
         if self._writer is not None:
             self._writer.close()
         else:
