@@ -324,7 +324,8 @@ class MessagesService:
         if plan is not None:
             prepared = replace(prepared, server_tools=plan)
             prepared = await resume_call(self, self.server_tools, prepared, params.messages)
-            prepared = await resume_programmatic(self, self.server_tools, prepared, params.messages)
+        # (without a plan too: results for code's calls in a request that cannot run code are a 400)
+        prepared = await resume_programmatic(self, self.server_tools, prepared, params.messages)
         edits = await self._applied_edits(prompt, prepared.input_tokens, tool_uses)
         return replace(prepared, context_management=edits) if edits is not None else prepared
 

@@ -299,7 +299,7 @@ PTC_DOCS = "agents-and-tools/tool-use/programmatic-tool-calling"
         "block:code_execution_tool_result",
     ),
 )
-def test_code_006_programmatic_tool_call(target: Target) -> None:
+def test_code_006_code_calls_a_client_function(target: Target) -> None:
     """The code asks the client's tool for a nonce's answer; the answer sent back is printed."""
     key, answer = secrets.token_hex(4), secrets.token_hex(4)
     version = CODE_EXECUTION_STATEFUL["type"]

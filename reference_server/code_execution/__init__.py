@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .containers import Container, ContainerExpired, ContainerStore, UnknownContainer
 from .executor import OFF, CodeExecutor, CodeResult
-from .programmatic import Paused, ToolRequest
+from .programmatic import Paused, StaleResults, ToolRequest
 
 __all__ = [
     "OFF",
@@ -15,6 +15,7 @@ __all__ = [
     "ContainerExpired",
     "ContainerStore",
     "Paused",
+    "StaleResults",
     "ToolRequest",
     "UnknownContainer",
 ]

@@ -45,7 +45,7 @@ from reference_server.sandbox.runner import Guard
 from reference_server.workspaces.keys import DEFAULT_WORKSPACE
 
 from .containers import Container, ContainerStore
-from .programmatic import PAUSE_S, Paused, Session
+from .programmatic import PAUSE_S, Paused, Session, StaleResults
 
 __all__ = ["OFF", "CodeExecutor", "CodeResult"]
 
@@ -63,6 +63,10 @@ STATE_FILES = frozenset({".plumbline-python-state", ".plumbline-python-state.tmp
 MAX_OUTPUT_FILES = 20  # files a run wrote, returned as Files API ids
 _SCAN_LIMIT = 10_000  # files of a container looked at for what a run wrote
 _BLOCK = 4096  # what the disk bound counts a file's size in
+# Python calls paused on clients at once (each a process and its sandbox until answered or timed
+# out): the server's, and one workspace's; past it the call answers `too_many_requests`.
+MAX_PAUSED = 32
+MAX_PAUSED_PER_WORKSPACE = 8
 _DISK_POLL_S = 0.5  # how often a run's container is measured against its disk bound
 
 
@@ -89,8 +93,8 @@ class CodeExecutor:
         # One run at a time in a container: what one run wrote is read while no other run of
         # the container can change it (two requests naming one container wait their turn).
         self._running: dict[str, asyncio.Lock] = {}
-        # Python calls paused on tool calls, by the code execution call's id (programmatic.py).
-        self._sessions: dict[str, Session] = {}
+        # Python calls paused on tool calls, by container and code execution call (programmatic.py).
+        self._sessions: dict[tuple[str, str], Session] = {}  # (container id, call id) -> session
         self.pause_s = pause_s
 
     async def container(self, requested: str | None, workspace: str = DEFAULT_WORKSPACE) -> Container:
@@ -131,20 +135,21 @@ class CodeExecutor:
             raise
         return await self._drive(session, session.advance())
 
-    def waiting(self, tool_use_id: str) -> frozenset[str] | None:
-        """The tool_use ids a paused Python call waits on (empty: it timed out, any answer is
-        late), or None when no call of that id is paused here."""
-        session = self._sessions.get(tool_use_id)
+    def waiting(self, tool_use_id: str, container: Container) -> frozenset[str] | None:
+        """The tool_use ids a Python call paused in `container` waits on (empty: it timed out,
+        any answer is late), or None when no such call is paused here."""
+        session = self._sessions.get((container.id, tool_use_id))
         return None if session is None else session.unanswered()
 
     async def resume(
         self, tool_use_id: str, container: Container, results: Mapping[str, str]
     ) -> CodeResult | Paused:
-        """Hand a paused Python call the client's results (tool_use id -> text): it goes on to
-        its end or pauses again. A call not paused here (the server restarted, another
-        container) is the `unavailable` error."""
-        session = self._sessions.get(tool_use_id)
-        if session is None or session.container.id != container.id:
+        """Hand a Python call paused in `container` the client's results (tool_use id -> text):
+        it goes on to its end or pauses again. A call not paused here (the server restarted)
+        is the `unavailable` error; results for calls it no longer waits on (another request
+        answered them) raise `StaleResults`, the run untouched."""
+        session = self._sessions.get((container.id, tool_use_id))
+        if session is None:
             return _error("code_execution", tool_use_id, "unavailable")
         return await self._drive(session, session.answer(results))
 
@@ -157,15 +162,16 @@ class CodeExecutor:
     async def _session(
         self, tool_use_id: str, code: str, container: Container, tools: frozenset[str], lock: asyncio.Lock
     ) -> Session:
+        before = await asyncio.to_thread(_snapshot, container.directory)
+        limits = await self._room(container)
         ours, theirs = socket.socketpair()
         setup = json.dumps({"fd": theirs.fileno(), "tools": sorted(tools)})
         policy = self._policy(container, {"PLUMBLINE_TOOLS": setup})
-        before = await asyncio.to_thread(_snapshot, container.directory)
         try:
             running = await self.sandbox.start(
                 [sys.executable, "-I", "-c", _REPL],
                 policy,
-                await self._room(container),
+                limits,
                 stdin=code.encode(),
                 pass_fds=(theirs.fileno(),),
                 guard=self._disk_guard(container),
@@ -194,22 +200,32 @@ class CodeExecutor:
     async def _drive(self, session: Session, step: Awaitable[Any]) -> CodeResult | Paused:
         """Await a session's next stop: paused, it is kept for `resume`; ended, forgotten. A
         request cancelled meanwhile ends the run (nothing is left running for nobody)."""
+        key = (session.container.id, session.tool_use_id)
         try:
             outcome = await step
+        except StaleResults:
+            raise  # another request drives the run: it goes on
         except BaseException:
-            self._sessions.pop(session.tool_use_id, None)
+            self._sessions.pop(key, None)
             await asyncio.shield(session.kill())
             raise
         now = time.time()
-        for key, kept in list(self._sessions.items()):
-            if kept.stale(now):
-                del self._sessions[key]
+        for stale in [k for k, kept in self._sessions.items() if kept.stale(now)]:
+            del self._sessions[stale]
+        self._sessions.pop(key, None)
+        if isinstance(outcome, Paused) and self._full(session.container.workspace):
+            await session.kill()  # a bound on what waits on clients: its process, sockets, guard
+            return _error("code_execution", session.tool_use_id, "too_many_requests")
         if isinstance(outcome, Paused):
-            self._sessions[session.tool_use_id] = session
-        else:
-            self._sessions.pop(session.tool_use_id, None)
+            self._sessions[key] = session
         result: CodeResult | Paused = outcome
         return result
+
+    def _full(self, workspace: str) -> bool:
+        """No room for one more paused run: the server's, or the workspace's share of it."""
+        paused = [s for s in self._sessions.values() if s.result is None]
+        mine = sum(s.container.workspace == workspace for s in paused)
+        return len(paused) >= MAX_PAUSED or mine >= MAX_PAUSED_PER_WORKSPACE
 
     async def _execute(
         self, tool_use_id: str, name: str, arguments: Mapping[str, Any], container: Container, stateful: bool
@@ -329,9 +345,17 @@ class CodeExecutor:
 
 def _disk_used(root: Path, bound: int) -> int:
     """What the container's entries take, each rounded up to 4 KiB blocks (an empty file or a
-    directory takes one: a million empty files are not free); the walk stops past `bound`."""
+    directory takes one: a million empty files are not free); the walk stops past `bound`. A
+    directory the server cannot read (the code's `chmod 000`) counts as past it: what cannot be
+    measured is not room."""
     used = 0
-    for top, dirs, names in os.walk(root):
+
+    def unreadable(error: OSError) -> None:
+        nonlocal used
+        if isinstance(error, PermissionError):  # (an entry gone meanwhile takes nothing)
+            used = bound + 1
+
+    for top, dirs, names in os.walk(root, onerror=unreadable):
         used += _BLOCK * len(dirs)
         for name in names:
             try:

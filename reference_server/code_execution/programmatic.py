@@ -31,7 +31,7 @@ from reference_server.sandbox import Completed, Running
 
 from .containers import Container
 
-__all__ = ["PAUSE_S", "Paused", "Session", "ToolRequest"]
+__all__ = ["PAUSE_S", "Paused", "Session", "StaleResults", "ToolRequest"]
 
 PAUSE_S = 270.0  # the API's: a pending call unanswered this long fails with TimeoutError
 _KEEP_S = 3600.0  # a result nobody came back for is dropped after this long
@@ -53,6 +53,11 @@ class Paused:
 
     tool_use_id: str  # the code execution call's (srvtoolu_...): the calls' `caller.tool_id`
     calls: tuple[ToolRequest, ...]
+
+
+class StaleResults(Exception):
+    """Results for calls the code no longer waits on (another request answered them first);
+    the calls it waits on now are the argument."""
 
 
 # What the executor makes of a run's end: the code execution result block.
@@ -97,10 +102,15 @@ class Session:
             )
             self.remaining_s -= loop.time() - began
             if line in done:
-                calls = _calls(line.result(), self.tools)
+                try:
+                    read = line.result()
+                except Exception:  # a line past the limit: the code broke its channel
+                    self.running.stop("the code wrote past its tool channel's limit: the run was stopped")
+                    return await self._end(await self.running.end())
+                calls = _calls(read, self.tools)
                 if calls is not None:
                     return self._pause(calls)
-                if line.result():
+                if read:
                     continue  # not a batch of calls: the code's own writing, ignored
             line.cancel()
             if not done:
@@ -114,6 +124,8 @@ class Session:
         async with self._busy:
             if self._alone is not None:  # timed out already: the run's own end
                 return await asyncio.shield(self._alone)
+            if results.keys() != self.pending.keys():  # another request answered them first
+                raise StaleResults(sorted(self.pending))
             if self._timer is not None:
                 self._timer.cancel()
             self._reply({"results": {self.pending[key]: text for key, text in results.items()}})
@@ -149,14 +161,17 @@ class Session:
             self._alone = asyncio.ensure_future(self._alone_to_end())
 
     async def _alone_to_end(self) -> Any:
-        while True:
-            self.pending.clear()
-            self._reply({"timeout": round(self.pause_s)})
-            outcome = await self.advance()
-            if not isinstance(outcome, Paused):
-                return outcome
-            if self._timer is not None:
-                self._timer.cancel()
+        try:
+            while True:
+                self.pending.clear()
+                self._reply({"timeout": round(self.pause_s)})
+                outcome = await self.advance()
+                if not isinstance(outcome, Paused):
+                    return outcome
+                if self._timer is not None:
+                    self._timer.cancel()
+        finally:  # whatever happens, nothing of the run outlives this
+            await asyncio.shield(self._end(await asyncio.shield(self.running.end())))
 
     def _reply(self, answer: dict[str, Any]) -> None:
         assert self._writer is not None
@@ -184,7 +199,7 @@ def _calls(line: bytes, tools: frozenset[str]) -> list[tuple[str, str, dict[str,
     anything else (a tool the code may not call among them too)."""
     try:
         batch = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
         return None
     calls = batch.get("calls") if isinstance(batch, dict) else None
     if not isinstance(calls, list) or not calls:

@@ -49,7 +49,7 @@ def tool_functions(channel_fd: int, names: list[str]) -> dict[str, object]:
         if not batch:
             return
         calls = [call for call, _ in batch]
-        channel.sendall(json.dumps({"calls": calls}).encode() + b"\n")
+        channel.sendall(json.dumps({"calls": calls}, allow_nan=False).encode() + b"\n")
         line = replies.readline()  # blocks until the server answers the whole batch
         answer: dict[str, Any] = json.loads(line) if line else {"timeout": 0}
         results: dict[str, Any] = answer.get("results") or {}
@@ -66,7 +66,7 @@ def tool_functions(channel_fd: int, names: list[str]) -> dict[str, object]:
             arguments = dict(tool_input or {}, **fields) if isinstance(tool_input, dict | None) else None
             if arguments is None:
                 raise TypeError(f"{name}() takes one dict, the tool's input")
-            json.dumps(arguments)  # the input must be JSON (raises TypeError here, in the code)
+            json.dumps(arguments, allow_nan=False)  # the input must be JSON (else an error here, in the code)
             loop = asyncio.get_running_loop()
             future: asyncio.Future[str] = loop.create_future()
             if not pending:  # one flush per turn of the loop: gathered calls go together

@@ -31,6 +31,7 @@ class Limits:
     # A container's files in all (code_execution/executor.py watches it: past it the run is
     # stopped, and a run starts with no file larger than the room left).
     disk_bytes: int = 1 << 30
+    tmp_bytes: int = 256 << 20  # the run's own /tmp (memory: a tmpfs of this size, bubblewrap)
 
 
 @dataclass(frozen=True, slots=True)

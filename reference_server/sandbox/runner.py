@@ -145,7 +145,9 @@ class Sandbox:
         args += ["--clearenv"]
         for key, value in env.items():
             args += ["--setenv", key, value]
-        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        # /tmp: memory, bounded, writable by the run's user (sticky, as a host's /tmp is).
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        args += ["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
         for name in ("bin", "sbin", "lib", "lib64", "lib32"):
             host = Path("/") / name
             if host.is_symlink():
@@ -216,7 +218,7 @@ class Sandbox:
         )
         running = Running(process, limits, stdin)
         if guard is not None:
-            running.guard = asyncio.ensure_future(guard(running))
+            running.watch(guard)
         return running
 
 
@@ -227,7 +229,7 @@ class Running:
         self._process = process
         self._limits = limits
         self._stopped: str | None = None
-        self.guard: asyncio.Future[None] | None = None  # cancelled at the run's end
+        self._guard: asyncio.Future[None] | None = None
         self._exceeded = asyncio.Event()
         self._out, self._err = bytearray(), bytearray()
         self._finished: asyncio.Future[Any] = asyncio.ensure_future(
@@ -267,16 +269,23 @@ class Running:
         done, _ = await asyncio.wait({self.ended}, timeout=max(timeout, 0.0))
         return bool(done)
 
+    def watch(self, guard: Guard) -> None:
+        """Run `guard` while the run lasts (cancelled once its processes are gone)."""
+        watching = asyncio.ensure_future(guard(self))
+        self._guard = watching
+        self._finished.add_done_callback(lambda _: watching.cancel())
+
     def stop(self, reason: str) -> None:
         """Kill the run now, for a bound its guard watches (its Completed says `reason`)."""
-        self._stopped = reason
-        _kill(self._process.pid)
+        if self._process.returncode is None:  # not reaped: its pid is still the run's
+            self._stopped = reason
+            _kill(self._process.pid)
 
     async def end(self, *, timed_out: bool = False) -> Completed:
         """The run's result; whatever of it still runs is killed first (`timed_out`: the caller's
         clock ran out)."""
-        if self.guard is not None:
-            self.guard.cancel()
+        if self._guard is not None:
+            self._guard.cancel()
         self._over.cancel()
         if not self._finished.done():
             _kill(self._process.pid)

@@ -1,17 +1,20 @@
 """A container's disk bound (`Limits.disk_bytes`, code_execution/executor.py): many files each
 within the per-file bound add up past it and the run is stopped, said so on stderr; one file is
 cut at the room left as the run starts; a full container can still delete; and the same runs with a wide bound
-write everything (the bound, not the code, stops them)."""
+write everything (the bound, not the code, stops them). Also: what the server cannot measure
+counts as full, and the run's /tmp (memory) has a bound of its own."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 from reference_server.code_execution import CodeExecutor, ContainerStore
+from reference_server.code_execution import executor as executor_module
 from reference_server.code_execution.containers import Container
 from reference_server.sandbox import Limits, find_sandbox
 
@@ -64,3 +67,29 @@ def test_one_file_is_cut_at_the_room_left_and_a_full_container_can_delete(tmp_pa
     again = bash(code, container, "head -c 1500000 /dev/zero > third.bin; echo $?")
     assert again["stdout"] == "0\n"
     assert (container.directory / "third.bin").stat().st_size == 1500000
+
+
+def test_a_directory_the_server_cannot_read_counts_as_past_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As a server not running as root sees the code's `chmod 000 d` (root reads through it).
+    walk = os.walk
+
+    def refusing(root: str, onerror: object = None) -> object:
+        assert callable(onerror)
+        onerror(PermissionError(13, "Permission denied", str(Path(root) / "d")))
+        return walk(root)
+
+    monkeypatch.setattr(executor_module.os, "walk", refusing)
+    assert executor_module._disk_used(tmp_path, MIB) > MIB
+    monkeypatch.setattr(executor_module.os, "walk", walk)
+    assert executor_module._disk_used(tmp_path, MIB) < MIB
+
+
+def test_the_runs_tmp_is_bounded(tmp_path: Path) -> None:
+    code = CodeExecutor(find_sandbox(), ContainerStore(tmp_path), Limits(tmp_bytes=2 * MIB))
+    container = asyncio.run(code.container(None))
+    ran = bash(code, container, "head -c 5000000 /dev/zero > /tmp/big; echo status $?; stat -c %s /tmp/big")
+    status, size = ran["stdout"].split("\n")[:2]
+    assert status != "status 0"  # past the bound: "No space left on device"
+    assert 0 < int(size) <= 2 * MIB  # and writable by the run's user (as root, its own uid) to it

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from reference_server.code_execution import CodeExecutor, ContainerStore, Paused
+from reference_server.code_execution import CodeExecutor, ContainerStore, Paused, StaleResults
+from reference_server.code_execution import executor as executor_module
 from reference_server.protocol import CodeExecutionToolResultBlock
 from reference_server.sandbox import Limits, find_sandbox
 
@@ -51,11 +52,11 @@ def test_a_tool_call_pauses_the_run_and_its_result_reaches_the_code(tmp_path: Pa
         [call] = paused.calls
         assert (call.name, call.input) == ("lookup", {"key": "k1"})
         assert call.id.startswith("toolu_")
-        assert code.waiting("srvtoolu_a") == {call.id}
+        assert code.waiting("srvtoolu_a", container) == {call.id}
         done = ran(await code.resume("srvtoolu_a", container, {call.id: "value-1"}))
         assert done["stdout"] == "got value-1\n"
         assert done["return_code"] == 0
-        assert code.waiting("srvtoolu_a") is None  # forgotten once its result is given
+        assert code.waiting("srvtoolu_a", container) is None  # forgotten once its result is given
 
     asyncio.run(scenario())
 
@@ -92,7 +93,7 @@ def test_an_unanswered_call_fails_with_timeout_error_in_the_code(tmp_path: Path)
         container, paused = await start(code, source)
         assert isinstance(paused, Paused)
         await asyncio.sleep(3)  # the run goes on alone, to its end
-        assert code.waiting("srvtoolu_a") == frozenset()  # any answer now is late
+        assert code.waiting("srvtoolu_a", container) == frozenset()  # any answer now is late
         done = ran(await code.resume("srvtoolu_a", container, {paused.calls[0].id: "late"}))
         assert done["stdout"] == "timed out: Calling tool ['lookup'] timed out (no response after 0s).\n"
 
@@ -144,7 +145,7 @@ def test_a_cancelled_resume_leaves_nothing_running(tmp_path: Path) -> None:
         resumed.cancel()
         with pytest.raises(asyncio.CancelledError):
             await resumed
-        assert code.waiting("srvtoolu_a") is None
+        assert code.waiting("srvtoolu_a", container) is None
         done = await code.execute("srvtoolu_d", "bash_code_execution", {"command": "echo free"}, container)
         assert done.content["stdout"] == "free\n"  # type: ignore[union-attr]  # the lock is free
 
@@ -192,5 +193,102 @@ def test_the_tool_functions_are_not_kept_in_the_python_state(tmp_path: Path) -> 
         )
         assert ran(done)["stdout"] == "42 False\n"
         assert ran(done)["stderr"] == ""
+
+    asyncio.run(scenario())
+
+
+CHANNEL = (
+    "import json, os, socket\ns = socket.socket(fileno=json.loads(os.environ['PLUMBLINE_TOOLS'])['fd'])\n"
+)
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        "s.sendall(b'x' * (2 << 20) + b'\\n')",  # a line past the channel's limit
+        "s.sendall(b'[' * 100000 + b'\\n')",  # JSON nested past the parser's depth
+    ],
+)
+def test_code_that_abuses_its_channel_ends_its_own_run_only(tmp_path: Path, write: str) -> None:
+    async def scenario() -> None:
+        code = executor(tmp_path, wall_s=5.0)
+        container, outcome = await start(code, CHANNEL + write + "\nimport time\ntime.sleep(30)")
+        assert isinstance(outcome, CodeExecutionToolResultBlock)
+        assert outcome.content.get("error_code") == "execution_time_exceeded" or (
+            "the run was stopped" in outcome.content["stderr"]
+        )
+        done = await code.execute("srvtoolu_n", "bash_code_execution", {"command": "echo next"}, container)
+        assert done.content["stdout"] == "next\n"  # type: ignore[union-attr]  # the container is free
+
+    asyncio.run(scenario())
+
+
+def test_code_that_breaks_its_channel_after_a_timeout_leaves_nothing_behind(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        code = executor(tmp_path, pause_s=0.3)
+        source = (
+            CHANNEL + "try:\n    await lookup({})\nexcept TimeoutError:\n"
+            "    s.sendall(b'[' * 100000 + b'\\n')\n    s.sendall(b'x' * (2 << 20) + b'\\n')\n"
+            "    import time\n    time.sleep(60)\n"
+        )
+        container, paused = await start(code, source)
+        assert isinstance(paused, Paused)
+        done = await asyncio.wait_for(
+            code.execute("srvtoolu_n", "bash_code_execution", {"command": "echo next"}, container), 20
+        )
+        assert done.content["stdout"] == "next\n"  # type: ignore[union-attr]  # the run ended, its lock freed
+
+    asyncio.run(scenario())
+
+
+def test_a_second_answer_to_the_same_calls_is_refused_and_the_run_goes_on(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        code = executor(tmp_path)
+        container, paused = await start(code, "await lookup({})\nprint(await lookup({}))")
+        assert isinstance(paused, Paused)
+        answer = {paused.calls[0].id: "1"}
+        first, second = await asyncio.gather(
+            code.resume("srvtoolu_a", container, answer),
+            code.resume("srvtoolu_a", container, answer),
+            return_exceptions=True,
+        )
+        assert isinstance(first, Paused)
+        assert isinstance(second, StaleResults)
+        done = ran(await code.resume("srvtoolu_a", container, {first.calls[0].id: "2"}))
+        assert done["stdout"] == "2\n"
+
+    asyncio.run(scenario())
+
+
+def test_the_same_call_id_in_two_containers_is_two_runs(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        code = executor(tmp_path)
+        one, first = await start(code, "print('one', await lookup({}))")
+        two, second = await start(code, "print('two', await lookup({}))")
+        assert isinstance(first, Paused)
+        assert isinstance(second, Paused)
+        assert code.waiting("srvtoolu_a", one) == {first.calls[0].id}
+        assert ran(await code.resume("srvtoolu_a", two, {second.calls[0].id: "b"}))["stdout"] == "two b\n"
+        assert ran(await code.resume("srvtoolu_a", one, {first.calls[0].id: "a"}))["stdout"] == "one a\n"
+
+    asyncio.run(scenario())
+
+
+def test_paused_runs_are_bounded_per_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(executor_module, "MAX_PAUSED_PER_WORKSPACE", 2)
+
+    async def scenario() -> None:
+        code = executor(tmp_path)
+        started = [await start(code, "await lookup({})", tool_id=f"srvtoolu_{i}") for i in range(3)]
+        assert [isinstance(outcome, Paused) for _, outcome in started] == [True, True, False]
+        assert started[2][1].content == {  # type: ignore[union-attr]
+            "type": "code_execution_tool_result_error",
+            "error_code": "too_many_requests",
+        }
+        await code.close()  # the server stops: every paused run ends, its container freed
+        container = started[0][0]
+        assert code.waiting("srvtoolu_0", container) is None
+        done = await code.execute("srvtoolu_n", "bash_code_execution", {"command": "echo free"}, container)
+        assert done.content["stdout"] == "free\n"  # type: ignore[union-attr]
 
     asyncio.run(scenario())

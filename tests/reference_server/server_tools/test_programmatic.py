@@ -167,6 +167,8 @@ def test_answers_without_the_container_or_not_as_text_are_refused(tmp_path):
             client.post("/v1/messages", json=answered(first, paused, {call_id: image}, container=container)),
             "image blocks are not accepted",
         )
+        no_code = answered(first, paused, {call_id: "x"}, container=container, tool_choice={"type": "none"})
+        refused(client.post("/v1/messages", json=no_code), "the request needs its code execution tool")
         beside = answered(first, paused, {call_id: "x"}, container=container)
         beside["messages"][-1]["content"].append({"type": "text", "text": "and more"})
         refused(client.post("/v1/messages", json=beside), "may hold only tool_result blocks")
