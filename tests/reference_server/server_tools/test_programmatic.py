@@ -244,3 +244,26 @@ def test_a_caller_naming_no_earlier_code_execution_call_is_refused(tmp_path):
         refused(
             client.post("/v1/messages", json=request), "names no server_tool_use earlier in the conversation"
         )
+
+
+def test_a_streamed_resume_opens_with_the_codes_result_or_pauses_again(tmp_path):
+    code = 'await lookup({"key": "1"})\nprint(await lookup({"key": "2"}))'
+    client, _ = code_client(calling(python(code), then="Fine."), tmp_path)
+    with client:
+        first = body([CODE, LOOKUP], "Go")
+        paused = client.post("/v1/messages", json=first).json()
+        container = paused["container"]["id"]
+        second = answered(first, paused, {paused["content"][1]["id"]: "a"}, container=container, stream=True)
+        events = sse_events(client.post("/v1/messages", json=second).text)
+        starts = [e["content_block"] for e in events if e["type"] == "content_block_start"]
+        assert [b["type"] for b in starts] == ["tool_use"]  # paused again, nothing generated
+        again = {"content": starts}
+        third = answered(
+            {**second, "stream": False}, again, {starts[0]["id"]: "b"}, container=container, stream=True
+        )
+        events = sse_events(client.post("/v1/messages", json=third).text)
+    starts = [e["content_block"] for e in events if e["type"] == "content_block_start"]
+    assert [b["type"] for b in starts] == ["code_execution_tool_result", "text"]
+    assert starts[0]["content"]["stdout"] == "b\n"
+    end = next(e for e in events if e["type"] == "message_delta")
+    assert (end["delta"]["stop_reason"], end["delta"]["container"]["id"]) == ("end_turn", container)
