@@ -53,6 +53,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # the packages, and this scri
 from peer_llama_server import llama_server_binary, llama_server_command  # noqa: E402
 
 from conformance.reporting.matrix import Run, load_run, write_matrix  # noqa: E402
+from conformance.cli import JUDGED_SERVER_ARGS  # noqa: E402
 from conformance.wire.launcher import free_port, reference_server, stop  # noqa: E402
 
 # Newer LiteLLM releases need `litellm-proxy`, which the package index here lacks; 1.106.0
@@ -397,7 +398,11 @@ def main() -> int:
     llama, llama_reason = (
         (None, "--no-llama-server") if args.no_llama_server else llama_server_binary(args.venvs)
     )
-    with reference_server(args.model, log=logs / "reference-server.log", api_key=SERVER_KEY) as upstream:
+    # The judged server's own settings (server tools on: code execution in the sandbox, the web
+    # index): what a gateway in front of it passes on or drops is judged, not assumed.
+    with reference_server(
+        args.model, log=logs / "reference-server.log", args=JUDGED_SERVER_ARGS, api_key=SERVER_KEY
+    ) as upstream:
         judge_all([Column("reference", upstream, args.model, SERVER_KEY)])
         with litellm_proxy(litellm, upstream, args.model, logs) as proxy:
             judge_all(

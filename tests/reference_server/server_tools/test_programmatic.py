@@ -132,6 +132,8 @@ def test_gathered_calls_pause_together_and_a_second_round_pauses_without_generat
             ],
         }
         assert client.post("/v1/messages", json=later).status_code == 200
+        counted = {k: v for k, v in later.items() if k not in ("max_tokens", "container")}
+        assert client.post("/v1/messages/count_tokens", json=counted).json()["input_tokens"] > 0
     turns = engine.requests[-1].turns
     assert [t.role for t in turns] == ["user", "assistant", "tool", "assistant", "user"]
     assert "done-12" in turns[2].text
