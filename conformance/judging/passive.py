@@ -86,10 +86,13 @@ def errors_met(property_id: str | None, exchanges: Iterable[Exchange]) -> list[M
 def owned(met: Sequence[MetError], result: Result) -> list[MetError]:
     """`met` (what `result`'s property met), each error marked as the property's own where its
     failure is that the request, which it wanted refused with a 4xx, got this status instead
-    (a 500 for a request without a key is AUTH-001's). A property that wanted a success and met
-    a 529 leaves the 529's shape to the passive property."""
+    (a 500 for a request without a key is AUTH-001's), or that a feature's probe, which it
+    judges, got it (a 500 for GET /v1/skills is SKILL-001's). A property that wanted a success
+    and met a 529 leaves the 529's shape to the passive property."""
     said = " ".join(
-        f"{b.get('actual')} {b.get('subject')}" for b in breakages_of(result) if expects_refusal(b)
+        f"{b.get('actual')} {b.get('subject')}"
+        for b in breakages_of(result)
+        if expects_refusal(b) or b.get("reason") == "feature-probe"
     )
     return [replace(error, owned=f"HTTP {error.status}" in said) for error in met]
 

@@ -118,3 +118,25 @@ def test_an_error_a_property_wanted_refused_is_its_own_finding():
     overloaded = owned([MetError("MSG-001", 529, "the body is not the error envelope")], busy)
     assert not overloaded[0].owned
     assert judge_met(own, [*theirs, *overloaded]).verdict is Verdict.FAIL  # the 529's shape is ERR-031's
+
+
+def test_an_error_a_feature_probe_met_is_its_judges_finding():
+    """A 500 for the Skills API's probe (LiteLLM forwards /v1/skills to Anthropic and fails) is
+    SKILL-001's finding, the probe's judge: ERR-031 does not repeat it (one cause, one failure)."""
+    from conformance.judging.passive import owned
+
+    load_all()
+    own = Result(REGISTRY["ERR-031"], Verdict.SKIP, 0.1, message="none met")
+    probe = Result(
+        REGISTRY["SKILL-001"],
+        Verdict.FAIL,
+        0.1,
+        reason="feature-probe",
+        expected="skills: a request that uses it answered as if it were used, or refused with a 4xx",
+        actual="GET /v1/skills got HTTP 500: internal_server_error: litellm.APIConnectionError",
+    )
+    crash = MetError("SKILL-001", 500, "the body is not the error envelope", {"curl": "curl a"})
+    theirs = owned([crash], probe)
+    assert theirs[0].owned
+    skipped = judge_met(own, theirs)
+    assert (skipped.verdict, skipped.judged_by) == (Verdict.SKIP, "SKILL-001")
