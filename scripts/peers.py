@@ -52,8 +52,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # the packages, and this scri
 
 from peer_llama_server import llama_server_binary, llama_server_command  # noqa: E402
 
-from conformance.reporting.matrix import Run, load_run, write_matrix  # noqa: E402
 from conformance.cli import JUDGED_SERVER_ARGS  # noqa: E402
+from conformance.reporting.matrix import Run, load_run, write_matrix  # noqa: E402
 from conformance.wire.launcher import free_port, reference_server, stop  # noqa: E402
 
 # Newer LiteLLM releases need `litellm-proxy`, which the package index here lacks; 1.106.0

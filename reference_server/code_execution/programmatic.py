@@ -56,8 +56,8 @@ class Paused:
 
 
 class StaleResults(Exception):
-    """Results for calls the code no longer waits on (another request answered them first);
-    the calls it waits on now are the argument."""
+    """Results that are not for the calls the code waits on (other calls, or calls another
+    request answered first); the calls it waits on now are the argument."""
 
 
 # What the executor makes of a run's end: the code execution result block.
@@ -77,7 +77,6 @@ class Session:
     finish: Finish  # its Completed -> its result block (files kept, the lock released)
     pause_s: float = PAUSE_S
     pending: dict[str, str] = field(default_factory=dict)  # toolu id -> the code's call id
-    names: dict[str, str] = field(default_factory=dict)  # toolu id -> tool name
     result: Any = None  # the result block, once the run ended
     ended_at: float = 0.0
     _reader: asyncio.StreamReader | None = None
@@ -124,7 +123,7 @@ class Session:
         async with self._busy:
             if self._alone is not None:  # timed out already: the run's own end
                 return await asyncio.shield(self._alone)
-            if results.keys() != self.pending.keys():  # another request answered them first
+            if results.keys() != self.pending.keys():  # not these calls (or answered already)
                 raise StaleResults(sorted(self.pending))
             if self._timer is not None:
                 self._timer.cancel()
@@ -148,7 +147,6 @@ class Session:
         for call_id, name, arguments in calls:
             request = ToolRequest(new_tool_use_id(), name, arguments)
             self.pending[request.id] = call_id
-            self.names[request.id] = name
             requests.append(request)
         self._timer = asyncio.ensure_future(self._time_out())
         return Paused(self.tool_use_id, tuple(requests))
